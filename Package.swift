@@ -1,0 +1,79 @@
+// swift-tools-version: 6.0
+import PackageDescription
+
+let package = Package(
+    name: "haul",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "haul", targets: ["haul"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.3"),
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
+    ],
+    targets: [
+        // Pure values: downloads, states, the state machine, snapshots, formatting. No I/O.
+        .target(name: "DownloadCore"),
+        // The session actor, one Transfer per HTTP attempt, part files. The only AsyncHTTPClient user.
+        .target(
+            name: "DownloadEngine",
+            dependencies: [
+                "DownloadCore",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        // A SwiftNIO HTTP/1.1 server with Range, validators and fault injection (demo and tests).
+        .target(
+            name: "LoopbackServer",
+            dependencies: [
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ]
+        ),
+        .executableTarget(
+            name: "haul",
+            dependencies: [
+                "DownloadCore",
+                "DownloadEngine",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .testTarget(name: "DownloadCoreTests", dependencies: ["DownloadCore"]),
+        .testTarget(
+            name: "DownloadEngineTests",
+            dependencies: [
+                "DownloadCore",
+                "DownloadEngine",
+                "LoopbackServer",
+                .product(name: "Crypto", package: "swift-crypto"),
+            ]
+        ),
+        .testTarget(
+            name: "LoopbackServerTests",
+            dependencies: [
+                "LoopbackServer",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ]
+        ),
+        // Runs the real `haul` binary as a subprocess against the loopback server.
+        .testTarget(
+            name: "haulTests",
+            dependencies: [
+                "haul",
+                "LoopbackServer",
+                .product(name: "Crypto", package: "swift-crypto"),
+            ]
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,72 @@
+import Foundation
+
+/// Everything a person or a script may want to know about one download, as an immutable value.
+///
+/// The session owns the live copy; snapshots hand out copies.
+public struct Download: Sendable, Hashable, Identifiable {
+    public var id: DownloadID
+    /// The URL as requested; every request (resumes too) goes here, never to a redirect target.
+    public var url: URL
+    /// Where the first requester wants the file.
+    public var destination: Destination
+    /// Other requesters of the same URL (coalesced): each gets its own copy at completion.
+    public var extraDestinations: [Destination] = []
+    /// The partial file the bytes stream into.
+    public var partPath: String
+    /// The file written at completion for the first requester (nil until then).
+    public var completedPath: String?
+    /// Every file written at completion, the first requester's first.
+    public var completedPaths: [String] = []
+    public var state: DownloadState = .queued
+    /// Bytes in the part file (the truth after a crash).
+    public var bytesOnDisk: Int64 = 0
+    /// The resource's length, when the server said.
+    public var totalBytes: Int64?
+    /// Speed smoothed over about three seconds, in bytes per second.
+    public var bytesPerSecond: Double = 0
+    /// Offset where the latest resume picked up (a 206 appended from here); nil when none did.
+    public var resumeOffset: Int64?
+    /// How many times a resume appended to existing bytes.
+    public var resumeCount: Int = 0
+    /// Bytes that resumes did not have to fetch again.
+    public var bytesSavedByResume: Int64 = 0
+    /// Whether the latest resume had no validator to check (allowed only because the length matched).
+    public var unverifiedResume: Bool = false
+    /// How many times the download had to start over from zero.
+    public var restartCount: Int = 0
+    /// Why the latest restart from zero happened ("resource changed", "server ignores ranges" …).
+    public var restartReason: String?
+    /// The strong or weak entity tag from the first response, trimmed.
+    public var etag: String?
+    /// The Last-Modified date from the first response, as sent.
+    public var lastModified: String?
+    /// The file name the server proposed in Content-Disposition, already made safe.
+    public var serverFileName: String?
+    /// Where the request ended up after redirects.
+    public var finalURL: URL?
+    /// The status of the latest response.
+    public var lastStatus: Int?
+    /// The latest error, kept after a successful retry so the history stays visible.
+    public var lastError: String?
+    /// Failed attempts in a row (reset when an attempt makes progress).
+    public var failedAttempts: Int = 0
+
+    public init(id: DownloadID, url: URL, destination: Destination, partPath: String) {
+        self.id = id
+        self.url = url
+        self.destination = destination
+        self.partPath = partPath
+    }
+
+    /// Fraction done in 0...1, when the total is known.
+    public var fractionDone: Double? {
+        guard let totalBytes, totalBytes > 0 else { return totalBytes == 0 ? 1 : nil }
+        return min(1, Double(bytesOnDisk) / Double(totalBytes))
+    }
+
+    /// Seconds left at the current speed, when both the total and a speed are known.
+    public var secondsRemaining: Double? {
+        guard let totalBytes, bytesPerSecond > 0, state == .downloading else { return nil }
+        return Double(max(0, totalBytes - bytesOnDisk)) / bytesPerSecond
+    }
+}

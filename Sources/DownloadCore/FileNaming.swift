@@ -1,0 +1,93 @@
+import Foundation
+
+/// Safe local file names from what a server or a URL proposes.
+public enum FileNaming {
+    /// Longest name haul produces, in UTF-8 bytes: room is left under NAME_MAX (255) for `.part`
+    /// and a `.N` suffix, so that every file haul writes fits.
+    public static let maxNameBytes = 240
+
+    /// A name that is safe to create in a directory: no `/` or `\`, no `.` or `..`, no control
+    /// characters, no leading or trailing spaces, at most `maxNameBytes` bytes. Nil when nothing
+    /// usable is left.
+    public static func sanitize(_ proposed: String) -> String? {
+        // Only the last path component counts: "../../etc/passwd" and "C:\x\y" name "passwd" and "y".
+        let lastComponent = proposed.split(whereSeparator: { $0 == "/" || $0 == "\\" }).last.map(String.init) ?? ""
+        var name = String(String.UnicodeScalarView(lastComponent.unicodeScalars.filter { !TerminalText.isControl($0) }))
+        name = name.trimmingCharacters(in: .whitespacesAndNewlines)
+        guard name != ".", name != "..", !name.isEmpty else { return nil }
+        name = truncate(name, toBytes: maxNameBytes)
+        return name.isEmpty ? nil : name
+    }
+
+    /// The name for a URL: its last path segment, percent-decoded and made safe, else `index.html`.
+    public static func name(for url: URL) -> String {
+        let segment = url.path.split(separator: "/").last.map(String.init) ?? ""
+        return sanitize(segment.removingPercentEncoding ?? segment) ?? "index.html"
+    }
+
+    /// `name` cut to at most `limit` UTF-8 bytes on a character boundary, keeping a short extension.
+    public static func truncate(_ name: String, toBytes limit: Int) -> String {
+        guard name.utf8.count > limit else { return name }
+        var suffix = ""
+        if let dot = name.lastIndex(of: "."), dot != name.startIndex {
+            let candidate = String(name[dot...])
+            if candidate.utf8.count <= 16 { suffix = candidate }
+        }
+        var stem = ""
+        let stemSource = suffix.isEmpty ? name : String(name.dropLast(suffix.count))
+        for character in stemSource {
+            if stem.utf8.count + character.utf8.count + suffix.utf8.count > limit { break }
+            stem.append(character)
+        }
+        return stem + suffix
+    }
+
+    /// `name`, then `name.1`, `name.2` … : the candidates tried so that nothing is overwritten.
+    public static func candidate(_ name: String, attempt: Int) -> String {
+        attempt == 0 ? name : "\(name).\(attempt)"
+    }
+}
+
+/// Making text from servers and users safe for a terminal or a log.
+public enum TerminalText {
+    /// C0 controls, DEL, C1 controls, and the bidirectional overrides that can disguise a name.
+    public static func isControl(_ scalar: Unicode.Scalar) -> Bool {
+        switch scalar.value {
+        case 0x00...0x1F, 0x7F...0x9F: true
+        case 0x202A...0x202E, 0x2066...0x2069: true
+        default: false
+        }
+    }
+
+    /// `text` with every control character (ESC of an escape sequence included) shown as `?`.
+    public static func sanitize(_ text: String) -> String {
+        String(String.UnicodeScalarView(text.unicodeScalars.map { isControl($0) ? "?" : $0 }))
+    }
+}
+
+extension URL {
+    /// The URL with any password replaced by `***`, for display and logs.
+    public var redactingPassword: String {
+        guard var components = URLComponents(url: self, resolvingAgainstBaseURL: false),
+              components.password != nil
+        else { return absoluteString }
+        components.password = "***"
+        return components.string ?? absoluteString
+    }
+
+    /// A key under which two spellings of one resource compare equal: scheme and host lower-cased,
+    /// the default port and the fragment dropped.
+    public var coalescingKey: String {
+        guard var components = URLComponents(url: self, resolvingAgainstBaseURL: false) else {
+            return absoluteString
+        }
+        components.scheme = components.scheme?.lowercased()
+        components.host = components.host?.lowercased()
+        if (components.scheme == "http" && components.port == 80) || (components.scheme == "https" && components.port == 443) {
+            components.port = nil
+        }
+        components.fragment = nil
+        if components.path.isEmpty { components.path = "/" }
+        return components.string ?? absoluteString
+    }
+}

@@ -1,0 +1,175 @@
+import Foundation
+
+/// The validators remembered from the response that started the bytes on disk.
+public struct Validators: Sendable, Hashable {
+    public var etag: String?
+    public var lastModified: String?
+
+    public init(etag: String? = nil, lastModified: String? = nil) {
+        self.etag = etag
+        self.lastModified = lastModified
+    }
+
+    /// Whether the entity tag may be used in `If-Range` (weak tags may not, RFC 9110 13.1.5).
+    public var hasStrongETag: Bool {
+        guard let etag else { return false }
+        return !etag.hasPrefix("W/")
+    }
+
+    /// The `If-Range` value: the strong ETag, else Last-Modified; nil when a resume cannot be verified.
+    public var ifRange: String? {
+        if hasStrongETag { return etag }
+        return lastModified
+    }
+
+    public var isEmpty: Bool { etag == nil && lastModified == nil }
+}
+
+/// What the first request of an attempt asks for.
+public enum RequestPlan: Sendable, Hashable {
+    /// The whole resource; the part file is emptied first. `discarding` says why existing bytes go.
+    case fresh(discarding: String?)
+    /// `Range: bytes=offset-`, with `If-Range` when there is a validator (else the resume is unverified).
+    case resume(from: Int64, ifRange: String?)
+}
+
+/// How the bytes of a response relate to the bytes already on disk.
+public enum Disposition: Sendable, Hashable {
+    /// A download from zero with nothing before it.
+    case fresh
+    /// A 206 that continues the part file at `from`.
+    case resumed(from: Int64, verified: Bool)
+    /// Existing bytes were discarded and the download starts again at zero.
+    case restarted(reason: String)
+}
+
+/// What to do with a response, decided before any byte of its body is written.
+public enum ResponseDecision: Sendable, Hashable {
+    /// Write the body at `offset` (truncating the part file there), up to `total` when known.
+    case write(offset: Int64, total: Int64?, disposition: Disposition)
+    /// The part file already holds the whole resource (416 at the end).
+    case complete(total: Int64)
+    /// Never append this body: empty the part file and ask for the whole resource again.
+    case refetch(reason: String)
+    /// A transient failure: wait and try again from the bytes on disk.
+    case retry(reason: String, retryAfter: String?)
+    /// A permanent failure.
+    case fail(reason: String)
+}
+
+/// The response head facts the resume rules look at.
+public struct ResponseFacts: Sendable, Hashable {
+    public var status: Int
+    public var reasonPhrase: String
+    public var contentLength: Int64?
+    public var contentRange: String?
+    public var etag: String?
+    public var lastModified: String?
+    public var retryAfter: String?
+
+    public init(
+        status: Int, reasonPhrase: String = "", contentLength: Int64? = nil, contentRange: String? = nil,
+        etag: String? = nil, lastModified: String? = nil, retryAfter: String? = nil
+    ) {
+        self.status = status
+        self.reasonPhrase = reasonPhrase
+        self.contentLength = contentLength
+        self.contentRange = contentRange
+        self.etag = etag
+        self.lastModified = lastModified
+        self.retryAfter = retryAfter
+    }
+
+    /// "HTTP 404 Not Found".
+    public var statusText: String {
+        let phrase = TerminalText.sanitize(reasonPhrase).trimmingCharacters(in: .whitespaces)
+        return phrase.isEmpty ? "HTTP \(status)" : "HTTP \(status) \(phrase)"
+    }
+}
+
+/// The resume rules of DESIGN.md as pure functions: what to ask for, and what to make of the answer.
+public enum ResumeRules {
+    /// The request for a part file of `partLength` bytes.
+    public static func plan(partLength: Int64, knownTotal: Int64?, validators: Validators) -> RequestPlan {
+        guard partLength > 0 else { return .fresh(discarding: nil) }
+        if let knownTotal, partLength > knownTotal {
+            return .fresh(discarding: "part file longer than the resource")
+        }
+        let ifRange = validators.ifRange
+        if ifRange == nil, knownTotal == nil {
+            return .fresh(discarding: "no validator or length to check a resume against")
+        }
+        return .resume(from: partLength, ifRange: ifRange)
+    }
+
+    /// The decision for a response to `plan`, given what was known before it.
+    public static func decide(
+        plan: RequestPlan, response: ResponseFacts, knownTotal: Int64?, validators: Validators
+    ) -> ResponseDecision {
+        switch response.status {
+        case 200:
+            return .write(offset: 0, total: response.contentLength, disposition: dispositionOf200(plan: plan, response: response, validators: validators))
+        case 206:
+            return decide206(plan: plan, response: response, knownTotal: knownTotal, validators: validators)
+        case 416:
+            guard case .resume(let offset, _) = plan else {
+                return .fail(reason: "\(response.statusText) for a request without Range")
+            }
+            let serverTotal = response.contentRange.flatMap(ContentRange.init)?.total
+            if offset == (serverTotal ?? knownTotal) {
+                return .complete(total: offset)
+            }
+            return .refetch(reason: "range not satisfiable (resource shorter than the part file)")
+        case 408, 429, 500...599:
+            return .retry(reason: response.statusText, retryAfter: response.retryAfter)
+        case 400...499:
+            return .fail(reason: response.statusText)
+        default:
+            return .fail(reason: "unexpected \(response.statusText)")
+        }
+    }
+
+    private static func dispositionOf200(plan: RequestPlan, response: ResponseFacts, validators: Validators) -> Disposition {
+        switch plan {
+        case .fresh(discarding: nil):
+            return .fresh
+        case .fresh(discarding: let reason?):
+            return .restarted(reason: reason)
+        case .resume:
+            // A 200 to a Range + If-Range request: either the validator no longer matches, or the
+            // server does not do ranges. Telling them apart only changes what the row says.
+            let changed = (validators.etag != nil && response.etag != validators.etag)
+                || (validators.etag == nil && validators.lastModified != nil && response.lastModified != validators.lastModified)
+            return .restarted(reason: changed ? "resource changed" : "server ignores ranges")
+        }
+    }
+
+    private static func decide206(
+        plan: RequestPlan, response: ResponseFacts, knownTotal: Int64?, validators: Validators
+    ) -> ResponseDecision {
+        guard case .resume(let offset, let ifRange) = plan else {
+            return .fail(reason: "\(response.statusText) for a request without Range")
+        }
+        guard let header = response.contentRange, let contentRange = ContentRange(header),
+              let range = contentRange.range
+        else {
+            return .refetch(reason: "206 without a valid Content-Range")
+        }
+        guard range.lowerBound == offset else {
+            return .refetch(reason: "server sent bytes from \(range.lowerBound), asked for \(offset)")
+        }
+        if let knownTotal, let total = contentRange.total, total != knownTotal {
+            return .refetch(reason: "resource changed (length \(total), was \(knownTotal))")
+        }
+        if validators.hasStrongETag, let etag = response.etag, etag != validators.etag {
+            return .refetch(reason: "resource changed (ETag)")
+        }
+        if ifRange == nil {
+            // Unverified: the only evidence is the length, so it must be known on both sides.
+            guard let knownTotal, contentRange.total == knownTotal else {
+                return .refetch(reason: "cannot verify a resume without validators")
+            }
+        }
+        return .write(offset: offset, total: contentRange.total ?? knownTotal, disposition: .resumed(from: offset, verified: ifRange != nil))
+    }
+}

@@ -1,0 +1,492 @@
+import Foundation
+
+/// The queue's rules as a pure value: it takes intents and transfer events and returns the actions
+/// the owner (the `DownloadSession` actor) must carry out.
+///
+/// It never performs I/O and never reads a clock: every time it needs comes in as an argument, so each
+/// transition is testable on its own. Events of an attempt that is no longer the download's running
+/// attempt ("late events": bytes or completion arriving after pause or cancel) change nothing but the
+/// byte count of a stopped download.
+public struct SessionStateMachine: Sendable {
+    public struct Configuration: Sendable, Hashable {
+        /// How many downloads transfer at once.
+        public var maxActive: Int
+        /// Failed attempts in a row after which a download fails for good.
+        public var maxTries: Int
+        public var backoff: Backoff
+
+        public init(maxActive: Int = 3, maxTries: Int = 20, backoff: Backoff = .standard) {
+            self.maxActive = maxActive
+            self.maxTries = maxTries
+            self.backoff = backoff
+        }
+    }
+
+    /// What a transfer needs to know to make one attempt.
+    public struct TransferOrder: Sendable, Hashable {
+        public var id: DownloadID
+        public var attempt: AttemptID
+        public var url: URL
+        public var partPath: String
+        public var validators: Validators
+        public var knownTotal: Int64?
+    }
+
+    /// What the owner must do, in order.
+    public enum Action: Sendable, Hashable {
+        /// Start an HTTP attempt; it must not touch the part file before the previous attempt ended.
+        case startTransfer(TransferOrder)
+        /// Stop the attempt and keep every byte it wrote.
+        case stopTransfer(DownloadID, AttemptID)
+        /// Delete the part file (cancel and purge only).
+        case deletePartFile(DownloadID, path: String)
+        /// Move the finished part file to its destination(s), then report `finalized` or `finalizeFailed`.
+        case finalize(DownloadID)
+        /// Call `retryTimerFired(id, token:)` at `date`.
+        case scheduleRetry(DownloadID, token: UInt64, at: Date)
+    }
+
+    /// Why an intent was refused.
+    public enum TransitionError: Error, Hashable, CustomStringConvertible {
+        case unknownDownload(DownloadID)
+        case illegal(DownloadID, state: String, intent: String)
+        case destinationInUse(String)
+        case invalidArgument(String)
+
+        public var description: String {
+            switch self {
+            case .unknownDownload(let id): "no download \(id)"
+            case .illegal(let id, let state, let intent): "cannot \(intent) download \(id): it is \(state)"
+            case .destinationInUse(let path): "another download already writes to \(path)"
+            case .invalidArgument(let text): text
+            }
+        }
+    }
+
+    /// How an attempt ended, with the bytes in the part file when it did.
+    public enum Outcome: Sendable, Hashable {
+        case completed
+        /// Connection error, timeout, 408/429/5xx, short body, stall. `progressed` when the attempt
+        /// wrote bytes (then the count of failures in a row starts again).
+        case retryable(reason: String, retryAfter: Double?, progressed: Bool)
+        case fatal(reason: String)
+        /// ENOSPC or EFBIG: pause with the reason; the part file is a valid prefix.
+        case diskFull(reason: String)
+        /// The attempt was stopped from outside (pause, cancel, shutdown).
+        case stopped
+    }
+
+    /// What the first response of an attempt established.
+    public struct ResponseInfo: Sendable, Hashable {
+        public var status: Int
+        public var total: Int64?
+        public var validators: Validators
+        public var finalURL: URL?
+        public var serverFileName: String?
+        public var disposition: Disposition
+
+        public init(status: Int, total: Int64?, validators: Validators, finalURL: URL?, serverFileName: String?, disposition: Disposition) {
+            self.status = status
+            self.total = total
+            self.validators = validators
+            self.finalURL = finalURL
+            self.serverFileName = serverFileName
+            self.disposition = disposition
+        }
+    }
+
+    public private(set) var configuration: Configuration
+    private var downloads: [DownloadID: Download] = [:]
+    /// Queue order; every id in `downloads` appears exactly once.
+    public private(set) var order: [DownloadID] = []
+    /// The attempt transferring each `downloading` download.
+    private var running: [DownloadID: AttemptID] = [:]
+    /// The latest attempt of each download, running or not: its late `finished` still reports bytes.
+    private var latestAttempt: [DownloadID: AttemptID] = [:]
+    /// The retry timer each `waiting` download expects; other tokens are stale.
+    private var retryTokens: [DownloadID: UInt64] = [:]
+    private var speedMeters: [DownloadID: SpeedMeter] = [:]
+    private var nextID: Int64 = 1
+    private var nextAttempt: UInt64 = 1
+    private var nextToken: UInt64 = 1
+
+    public init(configuration: Configuration = .init()) {
+        self.configuration = configuration
+    }
+
+    // MARK: Reading
+
+    public func download(_ id: DownloadID) -> Download? {
+        downloads[id]
+    }
+
+    /// Every download in queue order.
+    public var all: [Download] {
+        order.compactMap { downloads[$0] }
+    }
+
+    public var snapshot: SessionSnapshot {
+        SessionSnapshot(downloads: all, maxActive: configuration.maxActive)
+    }
+
+    /// The attempt currently transferring `id`, if any.
+    public func runningAttempt(_ id: DownloadID) -> AttemptID? {
+        running[id]
+    }
+
+    public var hasRunningTransfers: Bool { !running.isEmpty }
+
+    // MARK: Intents
+
+    /// Adds `url` to the queue, or attaches `destination` to the download already fetching it.
+    ///
+    /// A queued, downloading, waiting, paused or failed download of the same URL is reused: one URL
+    /// never has two transfers. A paused or failed one resumes.
+    public mutating func schedule(url: URL, destination: Destination) throws(TransitionError) -> (DownloadID, [Action]) {
+        let key = url.coalescingKey
+        if let existing = order.first(where: { id in
+            guard let download = downloads[id] else { return false }
+            return download.url.coalescingKey == key && (download.state.isPending || download.state == .paused || isFailed(download.state))
+        }), var download = downloads[existing] {
+            if download.destination != destination, !download.extraDestinations.contains(destination) {
+                try checkDestinationFree(destination, ignoring: existing)
+                download.extraDestinations.append(destination)
+                downloads[existing] = download
+            }
+            var actions: [Action] = []
+            if download.state == .paused || isFailed(download.state) {
+                actions += try resume(existing)
+            }
+            return (existing, actions + startEligible())
+        }
+        try checkDestinationFree(destination, ignoring: nil)
+        let id = DownloadID(nextID)
+        nextID += 1
+        downloads[id] = Download(id: id, url: url, destination: destination, partPath: partPath(for: url, destination: destination))
+        order.append(id)
+        return (id, startEligible())
+    }
+
+    /// Stops a download and keeps its bytes. Pausing a paused download does nothing.
+    public mutating func pause(_ id: DownloadID) throws(TransitionError) -> [Action] {
+        var download = try existing(id)
+        var actions: [Action] = []
+        switch download.state {
+        case .paused:
+            return []
+        case .queued, .waiting:
+            retryTokens[id] = nil
+        case .downloading:
+            if let attempt = running.removeValue(forKey: id) {
+                actions.append(.stopTransfer(id, attempt))
+            }
+            download.bytesPerSecond = 0
+        case .completed, .failed, .cancelled:
+            throw .illegal(id, state: download.state.word, intent: "pause")
+        }
+        download.state = .paused
+        downloads[id] = download
+        return actions + startEligible()
+    }
+
+    /// Puts a paused download back in the queue, retries a failed one, or cuts a wait short.
+    public mutating func resume(_ id: DownloadID) throws(TransitionError) -> [Action] {
+        var download = try existing(id)
+        switch download.state {
+        case .queued, .downloading:
+            return []
+        case .paused, .failed, .waiting:
+            retryTokens[id] = nil
+            download.failedAttempts = 0
+            download.state = .queued
+            downloads[id] = download
+            return startEligible()
+        case .completed, .cancelled:
+            throw .illegal(id, state: download.state.word, intent: "resume")
+        }
+    }
+
+    /// Stops a download and deletes its partial data: the only intent that throws bytes away.
+    public mutating func cancel(_ id: DownloadID) throws(TransitionError) -> [Action] {
+        var download = try existing(id)
+        var actions: [Action] = []
+        switch download.state {
+        case .cancelled:
+            return []
+        case .completed:
+            throw .illegal(id, state: download.state.word, intent: "cancel")
+        case .downloading:
+            if let attempt = running.removeValue(forKey: id) {
+                actions.append(.stopTransfer(id, attempt))
+            }
+        case .queued, .paused, .waiting, .failed:
+            break
+        }
+        retryTokens[id] = nil
+        download.state = .cancelled
+        download.bytesOnDisk = 0
+        download.bytesPerSecond = 0
+        downloads[id] = download
+        actions.append(.deletePartFile(id, path: download.partPath))
+        return actions + startEligible()
+    }
+
+    /// Forgets a completed, failed or cancelled download; its files stay where they are.
+    public mutating func remove(_ id: DownloadID) throws(TransitionError) {
+        let download = try existing(id)
+        guard download.state.isFinished else {
+            throw .illegal(id, state: download.state.word, intent: "remove")
+        }
+        downloads[id] = nil
+        order.removeAll { $0 == id }
+        latestAttempt[id] = nil
+        speedMeters[id] = nil
+    }
+
+    /// Pauses everything that is queued, downloading or waiting.
+    public mutating func pauseAll() -> [Action] {
+        var actions: [Action] = []
+        // Lowest priority first, so that no freed slot starts a download that is about to be paused.
+        for id in order.reversed() where downloads[id]?.state.isPending == true {
+            actions += (try? pause(id)) ?? []
+        }
+        return actions
+    }
+
+    /// Resumes every paused download.
+    public mutating func resumeAll() -> [Action] {
+        var actions: [Action] = []
+        for id in order where downloads[id]?.state == .paused {
+            actions += (try? resume(id)) ?? []
+        }
+        return actions
+    }
+
+    /// Cancels every paused download, deleting its partial data.
+    public mutating func purgePaused() -> [Action] {
+        var actions: [Action] = []
+        for id in order where downloads[id]?.state == .paused {
+            actions += (try? cancel(id)) ?? []
+        }
+        return actions
+    }
+
+    /// Moves a download to `index` in the queue (clamped). A running download keeps running.
+    public mutating func move(_ id: DownloadID, to index: Int) throws(TransitionError) -> [Action] {
+        _ = try existing(id)
+        order.removeAll { $0 == id }
+        order.insert(id, at: min(max(0, index), order.count))
+        return startEligible()
+    }
+
+    /// Changes how many downloads transfer at once; the lowest in the queue beyond the new limit go
+    /// back to `queued` with their bytes.
+    public mutating func setMaxActive(_ count: Int) throws(TransitionError) -> [Action] {
+        guard count >= 1 else { throw .invalidArgument("at least one download must be allowed to run") }
+        configuration.maxActive = count
+        var actions: [Action] = []
+        var active = order.filter { downloads[$0]?.state == .downloading }
+        while active.count > count, let id = active.popLast() {
+            if let attempt = running.removeValue(forKey: id) {
+                actions.append(.stopTransfer(id, attempt))
+            }
+            downloads[id]?.state = .queued
+            downloads[id]?.bytesPerSecond = 0
+        }
+        return actions + startEligible()
+    }
+
+    // MARK: Transfer events
+
+    /// The attempt got its response head and decided how its body relates to the bytes on disk.
+    public mutating func transferResponded(_ id: DownloadID, attempt: AttemptID, info: ResponseInfo) {
+        guard running[id] == attempt, var download = downloads[id] else { return }
+        download.lastStatus = info.status
+        download.finalURL = info.finalURL
+        if let total = info.total { download.totalBytes = total }
+        switch info.disposition {
+        case .fresh:
+            adoptNewVersion(&download, info: info)
+        case .restarted(let reason):
+            adoptNewVersion(&download, info: info)
+            download.restartCount += 1
+            download.restartReason = reason
+        case .resumed(let offset, let verified):
+            download.resumeCount += 1
+            download.resumeOffset = offset
+            download.bytesSavedByResume += offset
+            download.unverifiedResume = !verified
+            download.bytesOnDisk = offset
+        }
+        downloads[id] = download
+    }
+
+    /// Bytes on disk of a running attempt, sampled at `time` on a monotonic clock (seconds).
+    ///
+    /// - Returns: whether anything visible changed.
+    @discardableResult
+    public mutating func transferProgressed(_ id: DownloadID, attempt: AttemptID, bytesOnDisk: Int64, at time: Double) -> Bool {
+        guard running[id] == attempt, var download = downloads[id] else { return false }
+        var meter = speedMeters[id] ?? SpeedMeter()
+        meter.record(bytes: bytesOnDisk, at: time)
+        speedMeters[id] = meter
+        let speed = meter.bytesPerSecond
+        guard download.bytesOnDisk != bytesOnDisk || download.bytesPerSecond != speed else { return false }
+        download.bytesOnDisk = bytesOnDisk
+        download.bytesPerSecond = speed
+        downloads[id] = download
+        return true
+    }
+
+    /// An attempt ended. `now` and `jitter` (0..<1) time the next retry of a retryable failure.
+    public mutating func transferFinished(
+        _ id: DownloadID, attempt: AttemptID, outcome: Outcome, bytesOnDisk: Int64, now: Date, jitter: Double
+    ) -> [Action] {
+        guard var download = downloads[id] else { return [] }
+        guard running[id] == attempt else {
+            // A late event: the download was paused, requeued or cancelled while this attempt ran.
+            // Only the byte count of a stopped download is news; the state stays as the intent left it.
+            if latestAttempt[id] == attempt, download.state != .cancelled, download.state != .downloading {
+                download.bytesOnDisk = bytesOnDisk
+                downloads[id] = download
+            }
+            return []
+        }
+        running[id] = nil
+        speedMeters[id] = nil
+        download.bytesOnDisk = bytesOnDisk
+        download.bytesPerSecond = 0
+        var actions: [Action] = []
+        switch outcome {
+        case .completed:
+            download.state = .completed
+            download.totalBytes = bytesOnDisk
+            download.failedAttempts = 0
+            actions.append(.finalize(id))
+        case .retryable(let reason, let retryAfter, let progressed):
+            download.failedAttempts = progressed ? 1 : download.failedAttempts + 1
+            download.lastError = reason
+            if download.failedAttempts >= configuration.maxTries {
+                download.state = .failed(reason: "\(reason) (gave up after \(download.failedAttempts) tries)")
+            } else {
+                let delay = configuration.backoff.delay(failures: download.failedAttempts, retryAfter: retryAfter, jitter: jitter)
+                let until = now.addingTimeInterval(delay)
+                let token = nextToken
+                nextToken += 1
+                retryTokens[id] = token
+                download.state = .waiting(until: until, reason: reason)
+                actions.append(.scheduleRetry(id, token: token, at: until))
+            }
+        case .fatal(let reason):
+            download.lastError = reason
+            download.state = .failed(reason: reason)
+        case .diskFull(let reason):
+            download.lastError = reason
+            download.state = .paused
+        case .stopped:
+            download.lastError = "interrupted"
+            download.state = .paused
+        }
+        downloads[id] = download
+        return actions + startEligible()
+    }
+
+    /// A retry timer fired; a stale token (the download was paused, resumed or cancelled since) does nothing.
+    public mutating func retryTimerFired(_ id: DownloadID, token: UInt64) -> [Action] {
+        guard retryTokens[id] == token, case .waiting = downloads[id]?.state else { return [] }
+        retryTokens[id] = nil
+        downloads[id]?.state = .queued
+        return startEligible()
+    }
+
+    /// The owner placed the finished file at `paths` (the first requester's first).
+    public mutating func finalized(_ id: DownloadID, paths: [String]) {
+        downloads[id]?.completedPaths = paths
+        downloads[id]?.completedPath = paths.first
+    }
+
+    /// The owner could not place the finished file; the bytes stay in the part file.
+    public mutating func finalizeFailed(_ id: DownloadID, reason: String) {
+        guard downloads[id]?.state == .completed else { return }
+        downloads[id]?.state = .failed(reason: reason)
+        downloads[id]?.lastError = reason
+    }
+
+    // MARK: Helpers
+
+    private func existing(_ id: DownloadID) throws(TransitionError) -> Download {
+        guard let download = downloads[id] else { throw .unknownDownload(id) }
+        return download
+    }
+
+    private func isFailed(_ state: DownloadState) -> Bool {
+        if case .failed = state { return true }
+        return false
+    }
+
+    /// A new version of the resource starts at byte zero: take its validators and forget the old ones.
+    private func adoptNewVersion(_ download: inout Download, info: ResponseInfo) {
+        download.etag = info.validators.etag
+        download.lastModified = info.validators.lastModified
+        download.serverFileName = info.serverFileName
+        download.totalBytes = info.total
+        download.bytesOnDisk = 0
+        download.resumeOffset = nil
+        download.unverifiedResume = false
+    }
+
+    /// Starts queued downloads in queue order while slots are free.
+    private mutating func startEligible() -> [Action] {
+        var active = running.count
+        var actions: [Action] = []
+        for id in order where active < configuration.maxActive {
+            guard var download = downloads[id], download.state == .queued else { continue }
+            let attempt = AttemptID(rawValue: nextAttempt)
+            nextAttempt += 1
+            download.state = .downloading
+            downloads[id] = download
+            running[id] = attempt
+            latestAttempt[id] = attempt
+            speedMeters[id] = SpeedMeter()
+            active += 1
+            actions.append(.startTransfer(TransferOrder(
+                id: id, attempt: attempt, url: download.url, partPath: download.partPath,
+                validators: Validators(etag: download.etag, lastModified: download.lastModified),
+                knownTotal: download.totalBytes
+            )))
+        }
+        return actions
+    }
+
+    /// Unfinished downloads may not share a destination file or a part file.
+    private func checkDestinationFree(_ destination: Destination, ignoring: DownloadID?) throws(TransitionError) {
+        guard case .file(let path) = destination else { return }
+        for download in downloads.values where download.id != ignoring && !download.state.isFinished {
+            if download.destination == destination || download.extraDestinations.contains(destination) || download.partPath == path + ".part" {
+                throw .destinationInUse(path)
+            }
+        }
+    }
+
+    /// `<file>.part`, or `<dir>/<name from the URL>.part` with `.1`, `.2` … when another unfinished
+    /// download already uses that part file.
+    private func partPath(for url: URL, destination: Destination) -> String {
+        switch destination {
+        case .file(let path):
+            return path + ".part"
+        case .directory(let directory):
+            let name = FileNaming.name(for: url)
+            let inUse = Set(downloads.values.filter { !$0.state.isFinished }.map(\.partPath))
+            var attempt = 0
+            while true {
+                let candidate = Self.join(directory, FileNaming.candidate(name, attempt: attempt)) + ".part"
+                if !inUse.contains(candidate) { return candidate }
+                attempt += 1
+            }
+        }
+    }
+
+    static func join(_ directory: String, _ name: String) -> String {
+        directory.hasSuffix("/") ? directory + name : directory + "/" + name
+    }
+}

@@ -1,0 +1,42 @@
+import Foundation
+
+/// Turning what a person typed into a URL haul can fetch, with a one-line reason when it cannot.
+public enum URLValidation {
+    public struct Invalid: Error, Hashable, CustomStringConvertible {
+        public var input: String
+        public var reason: String
+
+        public init(input: String, reason: String) {
+            self.input = input
+            self.reason = reason
+        }
+
+        public var description: String {
+            "invalid URL '\(TerminalText.sanitize(input))': \(reason)"
+        }
+    }
+
+    /// An absolute http(s) URL with a host, and no control characters (a CR/LF would let a URL
+    /// smuggle a header into the request).
+    public static func parse(_ text: String) throws(Invalid) -> URL {
+        if text.unicodeScalars.contains(where: TerminalText.isControl) {
+            throw Invalid(input: text, reason: "contains control characters")
+        }
+        let trimmed = text.trimmingCharacters(in: .whitespaces)
+        guard !trimmed.isEmpty else { throw Invalid(input: text, reason: "empty") }
+        guard !trimmed.contains(" ") else { throw Invalid(input: text, reason: "contains spaces") }
+        guard let components = URLComponents(string: trimmed), let url = components.url else {
+            throw Invalid(input: text, reason: "not a URL")
+        }
+        guard let scheme = components.scheme?.lowercased() else {
+            throw Invalid(input: text, reason: "no scheme (use http:// or https://)")
+        }
+        guard scheme == "http" || scheme == "https" else {
+            throw Invalid(input: text, reason: "unsupported scheme '\(scheme)' (only http and https)")
+        }
+        guard let host = components.host, !host.isEmpty else {
+            throw Invalid(input: text, reason: "no host")
+        }
+        return url
+    }
+}

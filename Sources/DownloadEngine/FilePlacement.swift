@@ -1,0 +1,106 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import DownloadCore
+
+/// Putting a finished file where a requester wants it.
+enum FilePlacement {
+    struct Failure: Error, CustomStringConvertible {
+        var description: String
+
+        init(_ operation: String, _ path: String, _ code: Int32) {
+            description = "cannot \(operation) \(TerminalText.sanitize(path)): \(String(cString: strerror(code)))"
+        }
+    }
+
+    /// Places `source` at `destination` and returns the path written.
+    ///
+    /// `.file` replaces what is there (atomically, by rename); `.directory` never overwrites: it takes
+    /// `name`, else `name.1`, `name.2` …, claiming the name with `link(2)` so that no other process can
+    /// take it between the check and the write. With `move` the source goes away; otherwise the
+    /// requester gets a hard link, or a copy where links are impossible.
+    static func place(_ source: String, at destination: Destination, name: String, move: Bool) throws(Failure) -> String {
+        switch destination {
+        case .file(let path):
+            if move {
+                guard rename(source, path) == 0 else { throw Failure("move the file to", path, errno) }
+                return path
+            }
+            let temporary = path + ".haul-tmp"
+            unlink(temporary)
+            try linkOrCopy(source, to: temporary)
+            guard rename(temporary, path) == 0 else {
+                let code = errno
+                unlink(temporary)
+                throw Failure("move the file to", path, code)
+            }
+            return path
+        case .directory(let directory):
+            for attempt in 0..<10_000 {
+                let candidate = join(directory, FileNaming.candidate(name, attempt: attempt))
+                if link(source, candidate) == 0 {
+                    if move { unlink(source) }
+                    return candidate
+                }
+                let code = errno
+                if code == EEXIST { continue }
+                guard code == EPERM || code == EXDEV || code == EMLINK || code == ENOTSUP else {
+                    throw Failure("create", candidate, code)
+                }
+                // No hard links here: copy into a file created exclusively, so nothing is overwritten.
+                guard try copy(source, toNew: candidate) else { continue }
+                if move { unlink(source) }
+                return candidate
+            }
+            throw Failure("find a free name for", join(directory, name), EEXIST)
+        }
+    }
+
+    private static func linkOrCopy(_ source: String, to path: String) throws(Failure) {
+        if link(source, path) == 0 { return }
+        guard try copy(source, toNew: path) else { throw Failure("create", path, EEXIST) }
+    }
+
+    /// Copies `source` into a new file at `path`; false when `path` already exists.
+    private static func copy(_ source: String, toNew path: String) throws(Failure) -> Bool {
+        let input = open(source, O_RDONLY | O_CLOEXEC)
+        guard input >= 0 else { throw Failure("read", source, errno) }
+        defer { close(input) }
+        let output = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+        if output < 0 {
+            if errno == EEXIST { return false }
+            throw Failure("create", path, errno)
+        }
+        defer { close(output) }
+        let size = 1 << 20
+        let buffer = UnsafeMutableRawPointer.allocate(byteCount: size, alignment: 16)
+        defer { buffer.deallocate() }
+        while true {
+            let count = read(input, buffer, size)
+            if count == 0 { return true }
+            if count < 0 {
+                if errno == EINTR { continue }
+                let code = errno
+                unlink(path)
+                throw Failure("read", source, code)
+            }
+            var done = 0
+            while done < count {
+                let written = write(output, buffer + done, count - done)
+                if written < 0 {
+                    if errno == EINTR { continue }
+                    let code = errno
+                    unlink(path)
+                    throw Failure("write", path, code)
+                }
+                done += written
+            }
+        }
+    }
+
+    private static func join(_ directory: String, _ name: String) -> String {
+        directory.hasSuffix("/") ? directory + name : directory + "/" + name
+    }
+}

@@ -1,0 +1,105 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import NIOCore
+
+/// The `<destination>.part` file a transfer streams into: an open descriptor and plain `write(2)`.
+///
+/// Not thread-safe: exactly one transfer owns it at a time.
+final class PartFile {
+    /// An I/O failure, with the `errno` that caused it.
+    struct Failure: Error, CustomStringConvertible {
+        var operation: String
+        var path: String
+        var code: Int32
+
+        /// ENOSPC or EFBIG: the download pauses instead of failing.
+        var isDiskFull: Bool { code == ENOSPC || code == EFBIG || code == EDQUOT }
+
+        var description: String {
+            isDiskFull ? "disk full (\(String(cString: strerror(code))))" : "cannot \(operation) \(path): \(String(cString: strerror(code)))"
+        }
+    }
+
+    let path: String
+    private var descriptor: Int32
+    /// Bytes in the file, which is also where the next write goes.
+    private(set) var length: Int64
+
+    /// Opens (creating when missing) the part file for writing at its end.
+    init(path: String) throws(Failure) {
+        self.path = path
+        let fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0o644)
+        guard fd >= 0 else { throw Failure(operation: "open", path: path, code: errno) }
+        var info = stat()
+        guard fstat(fd, &info) == 0 else {
+            let code = errno
+            Self.closeDescriptor(fd)
+            throw Failure(operation: "stat", path: path, code: code)
+        }
+        descriptor = fd
+        length = Int64(info.st_size)
+    }
+
+    deinit {
+        if descriptor >= 0 { Self.closeDescriptor(descriptor) }
+    }
+
+    /// Cuts the file to `offset` bytes; the next write goes there.
+    func truncate(to offset: Int64) throws(Failure) {
+        guard ftruncate(descriptor, off_t(offset)) == 0 else { throw Failure(operation: "truncate", path: path, code: errno) }
+        length = offset
+    }
+
+    /// Appends the readable bytes of `buffer`, retrying short writes and EINTR.
+    func append(_ buffer: ByteBuffer) throws(Failure) {
+        let result: Int32? = buffer.withUnsafeReadableBytes { bytes -> Int32? in
+            guard var base = bytes.baseAddress else { return nil }
+            var remaining = bytes.count
+            var offset = length
+            while remaining > 0 {
+                let written = pwrite(descriptor, base, remaining, off_t(offset))
+                if written < 0 {
+                    if errno == EINTR { continue }
+                    return errno
+                }
+                remaining -= written
+                offset += Int64(written)
+                base += written
+                length = offset
+            }
+            return nil
+        }
+        if let code = result { throw Failure(operation: "write", path: path, code: code) }
+    }
+
+    /// The length of the part file at `path`; 0 when there is none.
+    static func existingLength(_ path: String) throws(Failure) -> Int64 {
+        var info = stat()
+        if stat(path, &info) == 0 { return Int64(info.st_size) }
+        if errno == ENOENT { return 0 }
+        throw Failure(operation: "stat", path: path, code: errno)
+    }
+
+    /// Flushes the data to stable storage.
+    func sync() throws(Failure) {
+        guard fsync(descriptor) == 0 else { throw Failure(operation: "sync", path: path, code: errno) }
+    }
+
+    func close() {
+        if descriptor >= 0 {
+            Self.closeDescriptor(descriptor)
+            descriptor = -1
+        }
+    }
+
+    private static func closeDescriptor(_ fd: Int32) {
+        #if canImport(Glibc)
+        _ = Glibc.close(fd)
+        #else
+        _ = Darwin.close(fd)
+        #endif
+    }
+}

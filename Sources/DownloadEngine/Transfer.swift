@@ -1,0 +1,219 @@
+import AsyncHTTPClient
+import DownloadCore
+import Foundation
+import NIOCore
+import NIOHTTP1
+import Synchronization
+
+/// Bytes on disk of a running attempt.
+///
+/// The transfer stores after every write; the session's ticker reads about ten times a second. This is
+/// what keeps actor hops off the per-chunk path.
+final class TransferProgress: Sendable {
+    let bytesOnDisk = Atomic<Int64>(0)
+}
+
+/// One HTTP attempt of one download: a request (a `Range` resume when there are bytes to keep), the
+/// resume rules applied to its response, and the body streamed into the part file.
+struct Transfer: Sendable {
+    typealias Outcome = SessionStateMachine.Outcome
+
+    let order: SessionStateMachine.TransferOrder
+    let client: HTTPClient
+    let progress: TransferProgress
+    let userAgent: String
+    /// Limit for the response head to arrive (connecting included).
+    let headTimeout: TimeAmount
+    /// Seconds without a byte that count as a stall (the client's read timeout), for the message.
+    let stallSeconds: Int64
+    /// fsync the part file before reporting completion.
+    let syncOnCompletion: Bool
+    /// Called once per attempt, when the response that will be written has been accepted.
+    let responded: @Sendable (SessionStateMachine.ResponseInfo) async -> Void
+
+    /// Runs the attempt to its end and says how it ended and how many bytes the part file holds.
+    ///
+    /// The part file is opened (created) only once a response worth writing arrived, so a 404 or a
+    /// refused connection leaves no file behind.
+    func run() async -> (outcome: Outcome, bytesOnDisk: Int64) {
+        var attempt = Attempt(path: order.partPath)
+        do {
+            attempt.startLength = try PartFile.existingLength(order.partPath)
+        } catch {
+            return (Self.outcome(of: error), 0)
+        }
+        progress.bytesOnDisk.store(attempt.startLength, ordering: .relaxed)
+        guard !Task.isCancelled else { return (.stopped, attempt.startLength) }
+        do {
+            let outcome = try await fetch(&attempt)
+            return (outcome, attempt.length)
+        } catch let failure as PartFile.Failure {
+            return (Self.outcome(of: failure), attempt.length)
+        } catch {
+            if Task.isCancelled { return (.stopped, attempt.length) }
+            return (classify(error, progressed: attempt.written > 0), attempt.length)
+        }
+    }
+
+    /// The part file of one attempt, opened on first use.
+    private struct Attempt {
+        var path: String
+        var file: PartFile?
+        var startLength: Int64 = 0
+        var written: Int64 = 0
+
+        init(path: String) {
+            self.path = path
+        }
+
+        /// Bytes in the part file now.
+        var length: Int64 { file?.length ?? startLength }
+
+        mutating func open() throws(PartFile.Failure) -> PartFile {
+            if let file { return file }
+            let opened = try PartFile(path: path)
+            file = opened
+            return opened
+        }
+    }
+
+    private static func outcome(of failure: PartFile.Failure) -> Outcome {
+        failure.isDiskFull ? .diskFull(reason: failure.description) : .fatal(reason: failure.description)
+    }
+
+    private func fetch(_ attempt: inout Attempt) async throws -> Outcome {
+        let validators = order.validators
+        var plan = ResumeRules.plan(partLength: attempt.startLength, knownTotal: order.knownTotal, validators: validators)
+        var refetched = false
+        while true {
+            let response = try await client.execute(request(for: plan), timeout: headTimeout)
+            let facts = Self.facts(of: response)
+            switch ResumeRules.decide(plan: plan, response: facts, knownTotal: order.knownTotal, validators: validators) {
+            case .write(let offset, let total, let disposition):
+                // Bytes are thrown away only here, once the replacement is in hand.
+                let file = try attempt.open()
+                defer { file.close() }
+                if file.length != offset { try file.truncate(to: offset) }
+                progress.bytesOnDisk.store(offset, ordering: .relaxed)
+                await responded(info(response, facts: facts, total: total, disposition: disposition))
+                return try await stream(response.body, into: file, total: total, written: &attempt.written)
+            case .complete(let total):
+                await responded(info(response, facts: facts, total: total, disposition: .resumed(from: total, verified: validators.ifRange != nil)))
+                if syncOnCompletion {
+                    let file = try attempt.open()
+                    defer { file.close() }
+                    try file.sync()
+                }
+                return .completed
+            case .refetch(let reason):
+                // Never append this body. One fresh request per attempt; a second oddity is an error.
+                guard !refetched else { return .fatal(reason: reason) }
+                refetched = true
+                plan = .fresh(discarding: reason)
+            case .retry(let reason, let retryAfter):
+                return .retryable(reason: reason, retryAfter: retryAfter.flatMap { RetryAfter.seconds(from: $0, now: Date()) }, progressed: false)
+            case .fail(let reason):
+                return .fatal(reason: reason)
+            }
+        }
+    }
+
+    /// Writes the body at the end of the part file, never past `total`.
+    private func stream(_ body: HTTPClientResponse.Body, into file: PartFile, total: Int64?, written: inout Int64) async throws -> Outcome {
+        for try await var buffer in body {
+            if let total {
+                let room = total - file.length
+                guard room > 0 else { break }
+                if Int64(buffer.readableBytes) > room, let slice = buffer.readSlice(length: Int(room)) {
+                    buffer = slice
+                }
+            }
+            try file.append(buffer)
+            written += Int64(buffer.readableBytes)
+            progress.bytesOnDisk.store(file.length, ordering: .relaxed)
+        }
+        if let total, file.length < total {
+            // A body shorter than promised is never success: keep the prefix and resume from it.
+            return .retryable(
+                reason: "connection closed at \(Format.bytes(file.length)) of \(Format.bytes(total))",
+                retryAfter: nil, progressed: written > 0
+            )
+        }
+        if syncOnCompletion { try file.sync() }
+        return .completed
+    }
+
+    private func request(for plan: RequestPlan) -> HTTPClientRequest {
+        var request = HTTPClientRequest(url: order.url.absoluteString)
+        request.method = .GET
+        request.headers.add(name: "User-Agent", value: userAgent)
+        // Ranges count bytes of the representation: a compressed one would make offsets meaningless.
+        request.headers.add(name: "Accept-Encoding", value: "identity")
+        if case .resume(let offset, let ifRange) = plan {
+            request.headers.add(name: "Range", value: "bytes=\(offset)-")
+            if let ifRange { request.headers.add(name: "If-Range", value: ifRange) }
+        }
+        return request
+    }
+
+    private static func facts(of response: HTTPClientResponse) -> ResponseFacts {
+        let headers = response.headers
+        return ResponseFacts(
+            status: Int(response.status.code),
+            reasonPhrase: response.status.reasonPhrase,
+            contentLength: headers.first(name: "Content-Length").flatMap { Int64($0.trimmingCharacters(in: .whitespaces)) },
+            contentRange: headers.first(name: "Content-Range"),
+            etag: headers.first(name: "ETag").map(Self.trimmed),
+            lastModified: headers.first(name: "Last-Modified").map(Self.trimmed),
+            retryAfter: headers.first(name: "Retry-After")
+        )
+    }
+
+    private func info(_ response: HTTPClientResponse, facts: ResponseFacts, total: Int64?, disposition: Disposition) -> SessionStateMachine.ResponseInfo {
+        let proposed = response.headers.first(name: "Content-Disposition").flatMap(ContentDisposition.fileName(from:))
+        return .init(
+            status: facts.status,
+            total: total,
+            validators: Validators(etag: facts.etag, lastModified: facts.lastModified),
+            finalURL: response.url,
+            serverFileName: proposed.flatMap(FileNaming.sanitize),
+            disposition: disposition
+        )
+    }
+
+    /// A stored validator is sent back in `If-Range`, where a newline would make the request invalid.
+    private static func trimmed(_ value: String) -> String {
+        String(value.unicodeScalars.filter { !TerminalText.isControl($0) }.map(Character.init)).trimmingCharacters(in: .whitespaces)
+    }
+
+    /// Network trouble waits and retries; a broken request or redirect fails for good.
+    private func classify(_ error: any Error, progressed: Bool) -> Outcome {
+        if let error = error as? HTTPClientError {
+            if error == .readTimeout {
+                return .retryable(reason: "stalled: no data for \(stallSeconds) s", retryAfter: nil, progressed: progressed)
+            }
+            if error == .connectTimeout {
+                return .retryable(reason: "connection timed out", retryAfter: nil, progressed: progressed)
+            }
+            if error == .deadlineExceeded {
+                return .retryable(reason: "no response within \(headTimeout.nanoseconds / 1_000_000_000) s", retryAfter: nil, progressed: progressed)
+            }
+            if error == .remoteConnectionClosed {
+                return .retryable(reason: "connection closed by the server", retryAfter: nil, progressed: progressed)
+            }
+            if error == .redirectLimitReached { return .fatal(reason: "too many redirects") }
+            if error == .redirectCycleDetected { return .fatal(reason: "redirect loop") }
+            if [.invalidURL, .emptyHost, .emptyScheme].contains(error) || String(describing: error).contains("unsupportedScheme") {
+                return .fatal(reason: "invalid URL: \(TerminalText.sanitize(String(describing: error)))")
+            }
+        }
+        return .retryable(reason: Self.describe(error), retryAfter: nil, progressed: progressed)
+    }
+
+    private static func describe(_ error: any Error) -> String {
+        let text = String(describing: error)
+        if text.contains("connectionRefused") || text.contains("Connection refused") { return "connection refused" }
+        if text.contains("Connection reset") || text.contains("ECONNRESET") { return "connection reset" }
+        return TerminalText.sanitize(text)
+    }
+}

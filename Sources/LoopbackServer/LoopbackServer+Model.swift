@@ -1,0 +1,72 @@
+/// Misbehaviour a loopback resource can be told to show.
+public struct Faults: Sendable, Hashable {
+    /// Send at most this many body bytes per second (per response).
+    public var throttleBytesPerSecond: Int?
+    /// Abort the connection with a TCP reset after this many body bytes…
+    public var resetAfterBytes: Int?
+    /// …in this many responses (then behave).
+    public var resetCount: Int = 1
+    /// Close the connection cleanly after this many body bytes (a body shorter than its length)…
+    public var closeAfterBytes: Int?
+    /// …in this many responses.
+    public var closeCount: Int = 1
+    /// Stop sending after this many body bytes and keep the connection open (a stall)…
+    public var stallAfterBytes: Int?
+    /// …in this many responses.
+    public var stallCount: Int = 1
+    /// Answer the first K requests with `failStatus` and `Retry-After`.
+    public var failFirst: Int = 0
+    public var failStatus: Int = 503
+    public var retryAfter: String? = "0"
+    /// Answer every request with this status and an empty body (404, 403 …).
+    public var fixedStatus: Int?
+    /// Answer Range requests with 200 and the whole body.
+    public var ignoreRange = false
+    /// Send no ETag.
+    public var omitETag = false
+    /// Send no Last-Modified.
+    public var omitLastModified = false
+    /// Send a weak ETag (`W/"…"`).
+    public var weakETag = false
+    /// No Content-Length: chunked transfer coding.
+    public var chunked = false
+    /// Serve 206 bodies starting this many bytes after the requested offset (and say so in Content-Range).
+    public var rangeOffsetError: Int = 0
+    /// Send this Content-Disposition header verbatim.
+    public var contentDisposition: String?
+
+    public init() {}
+
+    /// No validators at all.
+    public static var noValidators: Faults {
+        var faults = Faults()
+        faults.omitETag = true
+        faults.omitLastModified = true
+        return faults
+    }
+}
+
+/// One request as the server saw it and answered it.
+public struct RequestRecord: Sendable, Hashable {
+    public var method: String
+    public var path: String
+    public var range: String?
+    public var ifRange: String?
+    public var ifMatch: String?
+    public var status: Int
+    /// Body bytes written to the socket for this response.
+    public var bodyBytesSent: Int
+    /// Whether the whole body was sent.
+    public var finished: Bool
+}
+
+struct ResourceEntry {
+    var size: Int
+    var seed: UInt64
+    var version: Int = 1
+    var faults: Faults
+    var failuresServed = 0
+    var resetsServed = 0
+    var closesServed = 0
+    var stallsServed = 0
+}

@@ -1,0 +1,404 @@
+import Foundation
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import Synchronization
+
+/// An HTTP/1.1 server on 127.0.0.1 serving deterministic resources with Range, validators and
+/// fault injection, recording every request. For `haul demo` and the tests; never the internet.
+public final class LoopbackServer: Sendable {
+    private typealias Connection = NIOAsyncChannel<HTTPServerRequestPart, HTTPServerResponsePart>
+
+    private struct State {
+        var resources: [String: ResourceEntry] = [:]
+        var redirects: [String: (status: Int, location: String)] = [:]
+        var log: [RequestRecord] = []
+        var connections: [ObjectIdentifier: any Channel] = [:]
+    }
+
+    /// The port the server listens on.
+    public let port: Int
+    public let host: String
+    private let state = Mutex(State())
+    private let serverChannel: any Channel
+    private let acceptLoop: Mutex<Task<Void, Never>?> = Mutex(nil)
+    /// A fixed date, so Last-Modified is the same on every run; each version adds a day.
+    private static let epoch = Date(timeIntervalSince1970: 1_767_225_600)
+
+    /// Starts a server; port 0 picks a free one.
+    public static func start(host: String = "127.0.0.1", port: Int = 0) async throws -> LoopbackServer {
+        let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .serverChannelOption(.backlog, value: 256)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+            .bind(host: host, port: port) { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.configureHTTPServerPipeline()
+                    return try Connection(wrappingChannelSynchronously: channel)
+                }
+            }
+        let server = LoopbackServer(channel: channel, host: host)
+        server.run(channel)
+        return server
+    }
+
+    private init(channel: NIOAsyncChannel<Connection, Never>, host: String) {
+        serverChannel = channel.channel
+        port = channel.channel.localAddress?.port ?? 0
+        self.host = host
+    }
+
+    private func run(_ channel: NIOAsyncChannel<Connection, Never>) {
+        let task = Task<Void, Never> {
+            try? await withThrowingDiscardingTaskGroup { group in
+                try await channel.executeThenClose { inbound in
+                    for try await connection in inbound {
+                        group.addTask { await self.serve(connection) }
+                    }
+                }
+            }
+        }
+        acceptLoop.withLock { $0 = task }
+    }
+
+    /// Stops listening and closes every connection.
+    public func shutdown() async {
+        try? await serverChannel.close()
+        let open = state.withLock { Array($0.connections.values) }
+        for channel in open { try? await channel.close() }
+        let task = acceptLoop.withLock { $0 }
+        task?.cancel()
+        await task?.value
+    }
+
+    // MARK: Configuration
+
+    /// `http://127.0.0.1:PORT/path`.
+    public func url(_ path: String) -> URL {
+        let slash = path.hasPrefix("/") ? "" : "/"
+        // A literal built from a host and a port parses; fall back to the root only if it did not.
+        return URL(string: "http://\(host):\(port)\(slash)\(path)") ?? URL(fileURLWithPath: "/")
+    }
+
+    /// Serves `size` deterministic bytes at `path` (replacing what was there, version 1).
+    public func serve(_ path: String, size: Int, seed: UInt64? = nil, faults: Faults = Faults()) {
+        let seed = seed ?? Self.seed(for: path)
+        state.withLock { $0.resources[path] = ResourceEntry(size: size, seed: seed, faults: faults) }
+    }
+
+    /// Answers `path` with a redirect to `location` (absolute or relative).
+    public func redirect(_ path: String, to location: String, status: Int = 302) {
+        state.withLock { $0.redirects[path] = (status, location) }
+    }
+
+    /// Changes the resource: a new version with new bytes and new validators (same size unless given).
+    public func change(_ path: String, size: Int? = nil) {
+        state.withLock { state in
+            state.resources[path]?.version += 1
+            if let size { state.resources[path]?.size = size }
+        }
+    }
+
+    /// Replaces the faults of `path` and resets their counters.
+    public func setFaults(_ path: String, _ faults: Faults) {
+        state.withLock { state in
+            guard var entry = state.resources[path] else { return }
+            entry.faults = faults
+            entry.failuresServed = 0
+            entry.resetsServed = 0
+            entry.closesServed = 0
+            entry.stallsServed = 0
+            state.resources[path] = entry
+        }
+    }
+
+    /// The current bytes of `path`.
+    public func content(_ path: String) -> [UInt8] {
+        guard let entry = state.withLock({ $0.resources[path] }) else { return [] }
+        return LoopbackContent.bytes(seed: entry.seed, version: entry.version, range: 0..<entry.size)
+    }
+
+    /// SHA-256 (hex) of the current version of `path`.
+    public func sha256(_ path: String) -> String {
+        guard let entry = state.withLock({ $0.resources[path] }) else { return "" }
+        return LoopbackContent.sha256(seed: entry.seed, version: entry.version, size: entry.size)
+    }
+
+    /// Every request so far, or those for `path`, in arrival order.
+    public func requests(_ path: String? = nil) -> [RequestRecord] {
+        state.withLock { state in
+            guard let path else { return state.log }
+            return state.log.filter { $0.path == path }
+        }
+    }
+
+    /// A stable seed per path, so two paths never serve the same bytes.
+    static func seed(for path: String) -> UInt64 {
+        var hash: UInt64 = 0xCBF2_9CE4_8422_2325
+        for byte in path.utf8 {
+            hash ^= UInt64(byte)
+            hash = hash &* 0x100_0000_01B3
+        }
+        return hash
+    }
+
+    // MARK: Serving
+
+    private func serve(_ connection: Connection) async {
+        let channel = connection.channel
+        let key = ObjectIdentifier(channel)
+        state.withLock { $0.connections[key] = channel }
+        defer { _ = state.withLock { $0.connections.removeValue(forKey: key) } }
+        do {
+            try await connection.executeThenClose { inbound, outbound in
+                var head: HTTPRequestHead?
+                for try await part in inbound {
+                    switch part {
+                    case .head(let requestHead):
+                        head = requestHead
+                    case .body:
+                        continue
+                    case .end:
+                        guard let requestHead = head else { continue }
+                        head = nil
+                        let keepAlive = try await respond(to: requestHead, outbound: outbound, channel: channel)
+                        if !keepAlive || !requestHead.isKeepAlive { return }
+                    }
+                }
+            }
+        } catch {
+            // A client that went away mid-response: nothing to do but drop the connection.
+        }
+    }
+
+    /// Writes one response; returns whether the connection may carry another.
+    private func respond(
+        to request: HTTPRequestHead, outbound: NIOAsyncChannelOutboundWriter<HTTPServerResponsePart>, channel: any Channel
+    ) async throws -> Bool {
+        let path = String(request.uri.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).first ?? "")
+        let record = RequestRecord(
+            method: request.method.rawValue, path: path, range: request.headers.first(name: "Range"),
+            ifRange: request.headers.first(name: "If-Range"), ifMatch: request.headers.first(name: "If-Match"),
+            status: 0, bodyBytesSent: 0, finished: false
+        )
+        let (index, plan) = state.withLock { state -> (Int, ResponsePlan) in
+            state.log.append(record)
+            return (state.log.count - 1, Self.plan(for: request, path: path, state: &state))
+        }
+        setStatus(index, plan.status)
+
+        var headers = plan.headers
+        headers.add(name: "Server", value: "haul-loopback")
+        if !request.isKeepAlive { headers.replaceOrAdd(name: "Connection", value: "close") }
+        try await outbound.write(.head(HTTPResponseHead(version: .http1_1, status: .init(statusCode: plan.status), headers: headers)))
+        guard request.method != .HEAD, let body = plan.body else {
+            try await outbound.write(.end(nil))
+            finish(index)
+            return true
+        }
+        return try await send(body, outbound: outbound, channel: channel, index: index)
+    }
+
+    private struct BodyPlan {
+        var seed: UInt64
+        var version: Int
+        var range: Range<Int>
+        var faults: Faults
+        var reset: Bool
+        var close: Bool
+        var stall: Bool
+    }
+
+    private struct ResponsePlan {
+        var status: Int
+        var headers: HTTPHeaders
+        var body: BodyPlan?
+    }
+
+    /// Decides status, headers and body of a response; counts the faults it uses.
+    private static func plan(for request: HTTPRequestHead, path: String, state: inout State) -> ResponsePlan {
+        var headers = HTTPHeaders()
+        if let redirect = state.redirects[path] {
+            headers.add(name: "Location", value: redirect.location)
+            headers.add(name: "Content-Length", value: "0")
+            return ResponsePlan(status: redirect.status, headers: headers, body: nil)
+        }
+        guard var entry = state.resources[path] else {
+            headers.add(name: "Content-Length", value: "0")
+            return ResponsePlan(status: 404, headers: headers, body: nil)
+        }
+        defer { state.resources[path] = entry }
+        let faults = entry.faults
+        if let status = faults.fixedStatus {
+            headers.add(name: "Content-Length", value: "0")
+            return ResponsePlan(status: status, headers: headers, body: nil)
+        }
+        if entry.failuresServed < faults.failFirst {
+            entry.failuresServed += 1
+            if let retryAfter = faults.retryAfter { headers.add(name: "Retry-After", value: retryAfter) }
+            headers.add(name: "Content-Length", value: "0")
+            return ResponsePlan(status: faults.failStatus, headers: headers, body: nil)
+        }
+
+        let strongTag = "\"\(String(entry.seed, radix: 16))-v\(entry.version)\""
+        let etag = faults.weakETag ? "W/" + strongTag : strongTag
+        let lastModified = httpDate(epoch.addingTimeInterval(Double(entry.version) * 86_400))
+        if !faults.omitETag { headers.add(name: "ETag", value: etag) }
+        if !faults.omitLastModified { headers.add(name: "Last-Modified", value: lastModified) }
+        headers.add(name: "Accept-Ranges", value: faults.ignoreRange ? "none" : "bytes")
+        headers.add(name: "Content-Type", value: "application/octet-stream")
+        if let disposition = faults.contentDisposition { headers.add(name: "Content-Disposition", value: disposition) }
+
+        if let ifMatch = request.headers.first(name: "If-Match"), ifMatch != "*",
+           faults.omitETag || !ifMatch.split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces) }).contains(strongTag) {
+            headers.add(name: "Content-Length", value: "0")
+            return ResponsePlan(status: 412, headers: headers, body: nil)
+        }
+
+        var status = 200
+        var range = 0..<entry.size
+        if !faults.ignoreRange, let rangeHeader = request.headers.first(name: "Range"),
+           ifRangeAllows(request.headers.first(name: "If-Range"), etag: faults.omitETag ? nil : etag, lastModified: faults.omitLastModified ? nil : lastModified) {
+            switch parseRange(rangeHeader, size: entry.size) {
+            case .none:
+                break
+            case .unsatisfiable:
+                headers.add(name: "Content-Range", value: "bytes */\(entry.size)")
+                headers.add(name: "Content-Length", value: "0")
+                return ResponsePlan(status: 416, headers: headers, body: nil)
+            case .some(let requested):
+                status = 206
+                let start = min(requested.lowerBound + faults.rangeOffsetError, entry.size - 1)
+                range = start..<requested.upperBound
+                headers.add(name: "Content-Range", value: "bytes \(range.lowerBound)-\(range.upperBound - 1)/\(entry.size)")
+            }
+        }
+        if !faults.chunked { headers.add(name: "Content-Length", value: String(range.count)) }
+
+        var body = BodyPlan(seed: entry.seed, version: entry.version, range: range, faults: faults, reset: false, close: false, stall: false)
+        if request.method != .HEAD {
+            if faults.resetAfterBytes != nil, entry.resetsServed < faults.resetCount {
+                entry.resetsServed += 1
+                body.reset = true
+            } else if faults.closeAfterBytes != nil, entry.closesServed < faults.closeCount {
+                entry.closesServed += 1
+                body.close = true
+            } else if faults.stallAfterBytes != nil, entry.stallsServed < faults.stallCount {
+                entry.stallsServed += 1
+                body.stall = true
+            }
+        }
+        return ResponsePlan(status: status, headers: headers, body: body)
+    }
+
+    private enum RangeRequest {
+        case none
+        case unsatisfiable
+        case some(Range<Int>)
+    }
+
+    /// One `bytes=` range (first-last, first-, -suffix); several ranges or bad syntax are ignored.
+    private static func parseRange(_ header: String, size: Int) -> RangeRequest {
+        let value = header.trimmingCharacters(in: .whitespaces)
+        guard value.lowercased().hasPrefix("bytes="), !value.contains(",") else { return .none }
+        let spec = value.dropFirst("bytes=".count)
+        let bounds = spec.split(separator: "-", maxSplits: 1, omittingEmptySubsequences: false).map { $0.trimmingCharacters(in: .whitespaces) }
+        guard bounds.count == 2 else { return .none }
+        if bounds[0].isEmpty {
+            guard let suffix = Int(bounds[1]), suffix > 0 else { return bounds[1] == "0" ? .unsatisfiable : .none }
+            return size == 0 ? .unsatisfiable : .some(max(0, size - suffix)..<size)
+        }
+        guard let first = Int(bounds[0]), first >= 0 else { return .none }
+        guard first < size else { return .unsatisfiable }
+        if bounds[1].isEmpty { return .some(first..<size) }
+        guard let last = Int(bounds[1]), last >= first else { return .none }
+        return .some(first..<min(size, last + 1))
+    }
+
+    /// If-Range matches only a strong ETag exactly, or the exact Last-Modified date.
+    private static func ifRangeAllows(_ ifRange: String?, etag: String?, lastModified: String?) -> Bool {
+        guard let ifRange = ifRange?.trimmingCharacters(in: .whitespaces) else { return true }
+        if let etag, !etag.hasPrefix("W/"), ifRange == etag { return true }
+        if let lastModified, ifRange == lastModified { return true }
+        return false
+    }
+
+    private func send(
+        _ body: BodyPlan, outbound: NIOAsyncChannelOutboundWriter<HTTPServerResponsePart>, channel: any Channel, index: Int
+    ) async throws -> Bool {
+        let faults = body.faults
+        let rate = faults.throttleBytesPerSecond
+        let slice = rate.map { max(256, min(64 * 1024, $0 / 20)) } ?? 64 * 1024
+        let cutoff: Int? = body.reset ? faults.resetAfterBytes : body.close ? faults.closeAfterBytes : body.stall ? faults.stallAfterBytes : nil
+        let started = ContinuousClock.now
+        var sent = 0
+        var position = body.range.lowerBound
+        while position < body.range.upperBound {
+            var count = min(slice, body.range.upperBound - position)
+            if let cutoff { count = min(count, cutoff - sent) }
+            if count > 0 {
+                if let rate {
+                    // Token bucket from the start of the body: sleep until these bytes are due.
+                    let due = Double(sent + count) / Double(rate)
+                    let elapsed = started.duration(to: .now)
+                    let wait = due - (Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
+                    if wait > 0 { try await Task.sleep(for: .milliseconds(Int64(wait * 1000))) }
+                }
+                var buffer = channel.allocator.buffer(capacity: count)
+                buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: count) { pointer in
+                    LoopbackContent.fill(UnsafeMutableRawBufferPointer(rebasing: pointer[0..<count]), seed: body.seed, version: body.version, from: position)
+                    return count
+                }
+                try await outbound.write(.body(.byteBuffer(buffer)))
+                sent += count
+                position += count
+                state.withLock { $0.log[index].bodyBytesSent = sent }
+            }
+            if let cutoff, sent >= cutoff {
+                return try await misbehave(body, channel: channel)
+            }
+        }
+        try await outbound.write(.end(nil))
+        finish(index)
+        return true
+    }
+
+    /// The end of a faulty body: a reset, a clean close, or silence until the client gives up.
+    private func misbehave(_ body: BodyPlan, channel: any Channel) async throws -> Bool {
+        if body.stall {
+            let deadline = ContinuousClock.now + .seconds(120)
+            while channel.isActive, ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(50))
+            }
+            return false
+        }
+        if body.reset {
+            // SO_LINGER with a zero timeout turns close() into a TCP reset; bytes in flight may be lost.
+            if let provider = channel as? any SocketOptionProvider {
+                try? await provider.setSoLinger(linger(l_onoff: 1, l_linger: 0)).get()
+            }
+            try? await channel.close()
+            return false
+        }
+        // A clean FIN after every byte written so far: closing only the output waits for pending
+        // writes, where a full close would drop them.
+        try? await channel.close(mode: .output)
+        return false
+    }
+
+    private func setStatus(_ index: Int, _ status: Int) {
+        state.withLock { $0.log[index].status = status }
+    }
+
+    private func finish(_ index: Int) {
+        state.withLock { $0.log[index].finished = true }
+    }
+
+    private static func httpDate(_ date: Date) -> String {
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "GMT")
+        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss 'GMT'"
+        return formatter.string(from: date)
+    }
+}

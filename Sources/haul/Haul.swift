@@ -1,0 +1,45 @@
+import ArgumentParser
+import Foundation
+
+/// The `haul` command: a download manager that never throws downloaded bytes away.
+struct Haul: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "haul",
+        abstract: "A download manager that never throws downloaded bytes away.",
+        discussion: "Resumes with Range and If-Range, checks validators, and restarts cleanly when the resource changed.",
+        version: "0.1.0",
+        subcommands: [Get.self]
+    )
+}
+
+@main
+enum Main {
+    /// Parses and runs; usage errors exit 2 (not ArgumentParser's 64), after one line on stderr.
+    static func main() async {
+        do {
+            var command = try Haul.parseAsRoot()
+            if var asyncCommand = command as? any AsyncParsableCommand {
+                try await asyncCommand.run()
+            } else {
+                try command.run()
+            }
+        } catch let exit as ExitCode {
+            Haul.exit(withError: exit)
+        } catch let error as UsageError {
+            FileHandle.standardError.write(Data("haul: error: \(error.message)\n".utf8))
+            Haul.exit(withError: ExitCode(2))
+        } catch {
+            if Haul.exitCode(for: error) == .validationFailure {
+                let message = Haul.message(for: error).split(separator: "\n").first.map(String.init) ?? "invalid arguments"
+                FileHandle.standardError.write(Data("haul: \(message)\n".utf8))
+                Haul.exit(withError: ExitCode(2))
+            }
+            Haul.exit(withError: error)
+        }
+    }
+}
+
+/// Bad input found after parsing: one line on stderr, exit 2, nothing changed.
+struct UsageError: Error {
+    var message: String
+}

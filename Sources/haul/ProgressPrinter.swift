@@ -1,0 +1,144 @@
+import DownloadCore
+import Foundation
+
+/// Turns snapshots into `haul get`'s output: a line per state change, at most one progress line a
+/// second per download (one updating line on a terminal), or one JSON object per event.
+final class ProgressPrinter {
+    private let json: Bool
+    private let isTerminal: Bool
+    private var lastState: [DownloadID: String] = [:]
+    private var lastResumeCount: [DownloadID: Int] = [:]
+    private var lastRestartCount: [DownloadID: Int] = [:]
+    private var lastProgressLine: [DownloadID: Date] = [:]
+    private var lastStatusLine = Date.distantPast
+    private var statusLineShown = false
+
+    init(json: Bool, isTerminal: Bool) {
+        self.json = json
+        self.isTerminal = isTerminal && !json
+    }
+
+    func show(_ snapshot: SessionSnapshot, ids: [DownloadID]) {
+        let now = Date()
+        for id in ids {
+            guard let download = snapshot[id] else { continue }
+            if lastRestartCount[id, default: 0] != download.restartCount {
+                lastRestartCount[id] = download.restartCount
+                emit(download, event: "restarted", text: "restarted from zero: \(download.restartReason ?? "unknown reason")")
+            }
+            if lastResumeCount[id, default: 0] != download.resumeCount {
+                lastResumeCount[id] = download.resumeCount
+                let offset = download.resumeOffset ?? 0
+                let how = download.unverifiedResume ? "unverified: no validator, same length" : "verified with If-Range"
+                emit(download, event: "resumed", text: "resumed at \(Format.bytes(offset)) (\(how))")
+            }
+            let state = stateKey(download.state)
+            if lastState[id] != state {
+                lastState[id] = state
+                emit(download, event: "state", text: describe(download))
+                lastProgressLine[id] = now
+            } else if download.state == .downloading, !isTerminal,
+                      now.timeIntervalSince(lastProgressLine[id] ?? .distantPast) >= 1 {
+                lastProgressLine[id] = now
+                emit(download, event: "progress", text: progress(download))
+            }
+        }
+        if isTerminal, now.timeIntervalSince(lastStatusLine) >= 0.25 {
+            lastStatusLine = now
+            let active = ids.compactMap { snapshot[$0] }.filter { $0.state == .downloading }
+            if active.isEmpty {
+                clearStatusLine()
+            } else {
+                let text = active.map { "[\($0.id)] \(Format.percent($0.fractionDone)) \(Format.speed($0.bytesPerSecond))" }.joined(separator: "  ")
+                write("\r\u{1B}[K" + String(text.prefix(terminalWidth() - 1)))
+                statusLineShown = true
+            }
+        }
+    }
+
+    func finish() {
+        clearStatusLine()
+    }
+
+    // MARK: Lines
+
+    private func emit(_ download: Download, event: String, text: String) {
+        if json {
+            write(jsonLine(download, event: event) + "\n")
+            return
+        }
+        clearStatusLine()
+        write("[\(download.id)] \(text)\n")
+    }
+
+    private func describe(_ download: Download) -> String {
+        let name = TerminalText.sanitize(download.url.redactingPassword)
+        switch download.state {
+        case .queued:
+            return "queued \(name)"
+        case .downloading:
+            return "downloading \(name) -> \(TerminalText.sanitize(download.partPath))"
+        case .paused:
+            return "paused at \(Format.bytes(download.bytesOnDisk))" + (download.lastError.map { ": \(TerminalText.sanitize($0))" } ?? "")
+        case .waiting(let until, let reason):
+            let seconds = max(0, until.timeIntervalSinceNow)
+            return "waiting \(Format.duration(seconds)) to retry (\(download.failedAttempts) failed): \(TerminalText.sanitize(reason))"
+        case .completed:
+            return "completed \(TerminalText.sanitize(download.completedPath ?? download.destination.path)) (\(Format.bytes(download.bytesOnDisk)))"
+        case .failed(let reason):
+            return "failed: \(TerminalText.sanitize(reason))"
+        case .cancelled:
+            return "cancelled"
+        }
+    }
+
+    private func progress(_ download: Download) -> String {
+        let total = download.totalBytes.map(Format.bytes) ?? "?"
+        return "\(Format.percent(download.fractionDone)) \(Format.bytes(download.bytesOnDisk)) / \(total) at \(Format.speed(download.bytesPerSecond)), ETA \(Format.duration(download.secondsRemaining))"
+    }
+
+    private func jsonLine(_ download: Download, event: String) -> String {
+        var reason: String?
+        switch download.state {
+        case .failed(let text), .waiting(_, let text): reason = text
+        default: reason = download.lastError
+        }
+        let object: [String: Any] = [
+            "event": event,
+            "id": download.id.rawValue,
+            "url": download.url.redactingPassword,
+            "path": download.completedPath ?? download.partPath,
+            "state": download.state.word,
+            "bytes": download.bytesOnDisk,
+            "total": download.totalBytes.map { $0 as Any } ?? NSNull(),
+            "resumed_from": download.resumeOffset.map { $0 as Any } ?? NSNull(),
+            "resumes": download.resumeCount,
+            "restart_reason": download.restartReason.map { $0 as Any } ?? NSNull(),
+            "speed": Int64(download.bytesPerSecond),
+            "error": reason.map { $0 as Any } ?? NSNull(),
+        ]
+        guard let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]) else { return "{}" }
+        return String(decoding: data, as: UTF8.self)
+    }
+
+    private func stateKey(_ state: DownloadState) -> String {
+        if case .waiting(let until, _) = state { return "waiting-\(until.timeIntervalSince1970)" }
+        return state.word
+    }
+
+    private func clearStatusLine() {
+        guard statusLineShown else { return }
+        write("\r\u{1B}[K")
+        statusLineShown = false
+    }
+
+    private func terminalWidth() -> Int {
+        var size = winsize()
+        guard ioctl(STDOUT_FILENO, UInt(TIOCGWINSZ), &size) == 0, size.ws_col > 0 else { return 80 }
+        return Int(size.ws_col)
+    }
+
+    private func write(_ text: String) {
+        FileHandle.standardOutput.write(Data(text.utf8))
+    }
+}

@@ -1,0 +1,177 @@
+import DownloadCore
+import Foundation
+import Testing
+
+@Suite struct ContentRangeTests {
+    @Test func parsesTheThreeForms() {
+        #expect(ContentRange("bytes 0-99/1000") == ContentRange(range: 0...99, total: 1000))
+        #expect(ContentRange("bytes 5-9/*") == ContentRange(range: 5...9, total: nil))
+        #expect(ContentRange("bytes */1000") == ContentRange(range: nil, total: 1000))
+        #expect(ContentRange("  Bytes 1-1/2 ") == ContentRange(range: 1...1, total: 2))
+    }
+
+    @Test func rejectsNonsense() {
+        for value in ["", "bytes", "bytes 9-5/10", "bytes 0-10/10", "bytes */*", "items 0-1/2", "bytes -1-5/10", "bytes 0-1/2/3", "bytes a-b/c"] {
+            #expect(ContentRange(value) == nil, "\(value)")
+        }
+    }
+}
+
+@Suite struct RetryAfterTests {
+    @Test func secondsAndDates() {
+        let now = Date(timeIntervalSince1970: 1_767_225_600)
+        #expect(RetryAfter.seconds(from: "120", now: now) == 120)
+        #expect(RetryAfter.seconds(from: HTTPDate.format(now.addingTimeInterval(30)), now: now) == 30)
+        #expect(RetryAfter.seconds(from: HTTPDate.format(now.addingTimeInterval(-30)), now: now) == 0)
+        #expect(RetryAfter.seconds(from: "soon", now: now) == nil)
+        #expect(RetryAfter.seconds(from: "-5", now: now) == nil)
+    }
+}
+
+@Suite struct ContentDispositionTests {
+    @Test func plainAndQuotedNames() {
+        #expect(ContentDisposition.fileName(from: "attachment; filename=report.pdf") == "report.pdf")
+        #expect(ContentDisposition.fileName(from: "attachment; filename=\"a; b.txt\"") == "a; b.txt")
+        #expect(ContentDisposition.fileName(from: "attachment; filename=\"say \\\"hi\\\".txt\"") == "say \"hi\".txt")
+        #expect(ContentDisposition.fileName(from: "inline") == nil)
+    }
+
+    @Test func extendedNamesWin() {
+        #expect(ContentDisposition.fileName(from: "attachment; filename=\"fallback.txt\"; filename*=UTF-8''na%C3%AFve%20file.txt") == "naïve file.txt")
+        #expect(ContentDisposition.fileName(from: "attachment; filename*=iso-8859-1'en'caf%E9.txt") == "café.txt")
+        #expect(ContentDisposition.fileName(from: "attachment; filename*=UTF-8''bad%ZZ; filename=ok.txt") == "ok.txt")
+    }
+}
+
+@Suite struct FileNamingTests {
+    @Test func traversalAndSeparatorsLeaveOnlyTheLastComponent() {
+        #expect(FileNaming.sanitize("../../etc/passwd") == "passwd")
+        #expect(FileNaming.sanitize("/absolute/path.txt") == "path.txt")
+        #expect(FileNaming.sanitize("C:\\Windows\\evil.exe") == "evil.exe")
+        #expect(FileNaming.sanitize("..") == nil)
+        #expect(FileNaming.sanitize("a/..") == nil)
+        #expect(FileNaming.sanitize(".") == nil)
+        #expect(FileNaming.sanitize("") == nil)
+    }
+
+    @Test func controlCharactersAndEscapesAreRemoved() {
+        #expect(FileNaming.sanitize("evil\u{1B}[31mred\u{07}.txt") == "evil[31mred.txt")
+        #expect(FileNaming.sanitize("nul\u{0}byte") == "nulbyte")
+        #expect(FileNaming.sanitize("bidi\u{202E}txt.exe") == "biditxt.exe")
+        #expect(FileNaming.sanitize("  spaced.txt \n") == "spaced.txt")
+    }
+
+    @Test func longNamesAreCutOnACharacterBoundaryKeepingTheExtension() throws {
+        let long = String(repeating: "é", count: 500) + ".tar.gz"
+        let name = try #require(FileNaming.sanitize(long))
+        #expect(name.utf8.count <= FileNaming.maxNameBytes)
+        #expect(name.hasSuffix(".gz"))
+        #expect(name.hasPrefix("éé"))
+        let emoji = try #require(FileNaming.sanitize(String(repeating: "👍", count: 300)))
+        #expect(emoji.utf8.count <= FileNaming.maxNameBytes)
+        #expect(emoji.allSatisfy { $0 == "👍" })
+    }
+
+    @Test func namesFromURLs() {
+        #expect(FileNaming.name(for: URL(string: "http://h.test/dir/file%20one.iso?x=1")!) == "file one.iso")
+        #expect(FileNaming.name(for: URL(string: "http://h.test/")!) == "index.html")
+        #expect(FileNaming.name(for: URL(string: "http://h.test")!) == "index.html")
+        #expect(FileNaming.name(for: URL(string: "http://h.test/a/%2E%2E")!) == "index.html")
+    }
+
+    @Test func candidatesNeverRepeat() {
+        #expect((0..<3).map { FileNaming.candidate("f.txt", attempt: $0) } == ["f.txt", "f.txt.1", "f.txt.2"])
+    }
+}
+
+@Suite struct URLTests {
+    @Test func passwordsAreRedacted() {
+        #expect(URL(string: "https://bob:secret@h.test/x")!.redactingPassword == "https://bob:***@h.test/x")
+        #expect(URL(string: "https://h.test/x")!.redactingPassword == "https://h.test/x")
+    }
+
+    @Test func coalescingKeysIgnoreCaseDefaultPortsAndFragments() {
+        let key = URL(string: "http://h.test/x")!.coalescingKey
+        #expect(URL(string: "HTTP://H.TEST:80/x#frag")!.coalescingKey == key)
+        #expect(URL(string: "http://h.test:8080/x")!.coalescingKey != key)
+        #expect(URL(string: "http://h.test/X")!.coalescingKey != key)
+        #expect(URL(string: "http://h.test")!.coalescingKey == URL(string: "http://h.test/")!.coalescingKey)
+    }
+
+    @Test func validationAcceptsHTTPAndHTTPS() throws {
+        #expect(try URLValidation.parse("http://h.test/a").absoluteString == "http://h.test/a")
+        #expect(try URLValidation.parse("HTTPS://h.test:8443/a?b=c").host == "h.test")
+    }
+
+    @Test func validationRejectsWithAReason() {
+        let cases: [(String, String)] = [
+            ("ftp://h.test/file", "unsupported scheme 'ftp' (only http and https)"),
+            ("h.test/file", "no scheme (use http:// or https://)"),
+            ("http:///nohost", "no host"),
+            ("http://h.test/a\r\nX-Evil: 1", "contains control characters"),
+            ("http://h.test/a b", "contains spaces"),
+            ("", "empty"),
+            ("http://[::1", "not a URL"),
+        ]
+        for (input, reason) in cases {
+            #expect(throws: URLValidation.Invalid(input: input, reason: reason)) { try URLValidation.parse(input) }
+        }
+    }
+}
+
+@Suite struct FormatTests {
+    @Test func bytes() {
+        #expect(Format.bytes(0) == "0 B")
+        #expect(Format.bytes(1023) == "1023 B")
+        #expect(Format.bytes(1024) == "1.0 KiB")
+        #expect(Format.bytes(1536) == "1.5 KiB")
+        #expect(Format.bytes(1024 * 1024 - 1) == "1023 KiB")
+        #expect(Format.bytes(10 * 1024 * 1024 + 300 * 1024) == "10.2 MiB")
+        #expect(Format.bytes(5 * 1024 * 1024 * 1024) == "5.0 GiB")
+        #expect(Format.bytes(-5) == "0 B")
+    }
+
+    @Test func speedsAndDurations() {
+        #expect(Format.speed(0) == "-")
+        #expect(Format.speed(.infinity) == "-")
+        #expect(Format.speed(2.5 * 1024 * 1024) == "2.5 MiB/s")
+        #expect(Format.duration(nil) == "-")
+        #expect(Format.duration(0) == "0s")
+        #expect(Format.duration(44.2) == "45s")
+        #expect(Format.duration(187) == "3m07s")
+        #expect(Format.duration(7500) == "2h05m")
+        #expect(Format.duration(3 * 86400 + 4 * 3600) == "3d04h")
+        #expect(Format.duration(1e12) == ">999d")
+        #expect(Format.duration(-1) == "-")
+    }
+
+    @Test func percents() {
+        #expect(Format.percent(nil) == "-")
+        #expect(Format.percent(0.999) == "99%")
+        #expect(Format.percent(1) == "100%")
+        #expect(Format.percent(2) == "100%")
+    }
+}
+
+@Suite struct BackoffAndSpeedTests {
+    @Test func jitterStaysWithinTheSpread() {
+        let backoff = Backoff(initial: 1, cap: 60, spread: 0.25)
+        #expect(backoff.delay(failures: 1, retryAfter: nil, jitter: 0) == 0.75)
+        #expect(backoff.delay(failures: 1, retryAfter: nil, jitter: 0.999_999) < 1.25)
+        #expect(backoff.delay(failures: 3, retryAfter: nil, jitter: 0.5) == 4)
+        #expect(backoff.delay(failures: 100, retryAfter: nil, jitter: 0.999) == 60)
+        #expect(backoff.delay(failures: 1, retryAfter: 10, jitter: 0.5) == 10)
+    }
+
+    @Test func speedOverASlidingWindow() {
+        var meter = SpeedMeter(window: 3)
+        #expect(meter.bytesPerSecond == 0)
+        meter.record(bytes: 0, at: 0)
+        meter.record(bytes: 1000, at: 1)
+        #expect(meter.bytesPerSecond == 1000)
+        for second in 2...10 { meter.record(bytes: 1000 + Int64(second - 1) * 100, at: Double(second)) }
+        #expect(meter.bytesPerSecond == 100, "old fast samples leave the window")
+        meter.record(bytes: 0, at: 11)
+        #expect(meter.bytesPerSecond == 0, "a restart from zero starts a new measurement")
+    }
+}

@@ -1,0 +1,116 @@
+import DownloadCore
+import Foundation
+import Testing
+
+/// The resume rules of DESIGN.md: what to ask for, and what a response allows.
+@Suite struct ResumeRulesTests {
+    let strong = Validators(etag: "\"abc\"", lastModified: "Thu, 01 Jan 2026 00:00:00 GMT")
+
+    // MARK: Plans
+
+    @Test func nothingOnDiskAsksForTheWholeResource() {
+        #expect(ResumeRules.plan(partLength: 0, knownTotal: nil, validators: Validators()) == .fresh(discarding: nil))
+    }
+
+    @Test func aStrongETagIsPreferredForIfRange() {
+        #expect(ResumeRules.plan(partLength: 10, knownTotal: 100, validators: strong) == .resume(from: 10, ifRange: "\"abc\""))
+    }
+
+    @Test func aWeakETagFallsBackToLastModified() {
+        let weak = Validators(etag: "W/\"abc\"", lastModified: "date")
+        #expect(ResumeRules.plan(partLength: 10, knownTotal: 100, validators: weak) == .resume(from: 10, ifRange: "date"))
+        #expect(ResumeRules.plan(partLength: 10, knownTotal: 100, validators: Validators(etag: "W/\"abc\"")) == .resume(from: 10, ifRange: nil))
+    }
+
+    @Test func noValidatorButAKnownLengthIsAnUnverifiedResume() {
+        #expect(ResumeRules.plan(partLength: 10, knownTotal: 100, validators: Validators()) == .resume(from: 10, ifRange: nil))
+    }
+
+    @Test func noValidatorAndNoLengthStartsOver() {
+        #expect(ResumeRules.plan(partLength: 10, knownTotal: nil, validators: Validators()) == .fresh(discarding: "no validator or length to check a resume against"))
+    }
+
+    @Test func aPartFileLongerThanTheResourceStartsOver() {
+        #expect(ResumeRules.plan(partLength: 101, knownTotal: 100, validators: strong) == .fresh(discarding: "part file longer than the resource"))
+    }
+
+    // MARK: Decisions
+
+    func decide(_ plan: RequestPlan, _ response: ResponseFacts, total: Int64? = 100, validators: Validators? = nil) -> ResponseDecision {
+        ResumeRules.decide(plan: plan, response: response, knownTotal: total, validators: validators ?? strong)
+    }
+
+    @Test func a206AtTheRightOffsetAppends() {
+        let response = ResponseFacts(status: 206, contentLength: 60, contentRange: "bytes 40-99/100", etag: "\"abc\"")
+        #expect(decide(.resume(from: 40, ifRange: "\"abc\""), response) == .write(offset: 40, total: 100, disposition: .resumed(from: 40, verified: true)))
+    }
+
+    @Test func a206AtTheWrongOffsetIsNeverAppended() {
+        let response = ResponseFacts(status: 206, contentRange: "bytes 30-99/100")
+        #expect(decide(.resume(from: 40, ifRange: "\"abc\""), response) == .refetch(reason: "server sent bytes from 30, asked for 40"))
+    }
+
+    @Test func a206WithAnotherTotalIsAChangedResource() {
+        let response = ResponseFacts(status: 206, contentRange: "bytes 40-119/120")
+        #expect(decide(.resume(from: 40, ifRange: "\"abc\""), response) == .refetch(reason: "resource changed (length 120, was 100)"))
+    }
+
+    @Test func a206WithAnotherStrongETagIsAChangedResource() {
+        let response = ResponseFacts(status: 206, contentRange: "bytes 40-99/100", etag: "\"xyz\"")
+        #expect(decide(.resume(from: 40, ifRange: "\"abc\""), response) == .refetch(reason: "resource changed (ETag)"))
+    }
+
+    @Test func a206WithoutContentRangeIsRefetched() {
+        #expect(decide(.resume(from: 40, ifRange: "\"abc\""), ResponseFacts(status: 206)) == .refetch(reason: "206 without a valid Content-Range"))
+        #expect(decide(.resume(from: 40, ifRange: "\"abc\""), ResponseFacts(status: 206, contentRange: "bytes 40-20/100")) == .refetch(reason: "206 without a valid Content-Range"))
+    }
+
+    @Test func anUnverified206NeedsTheSameKnownLength() {
+        let none = Validators()
+        let same = ResponseFacts(status: 206, contentRange: "bytes 40-99/100")
+        #expect(decide(.resume(from: 40, ifRange: nil), same, validators: none) == .write(offset: 40, total: 100, disposition: .resumed(from: 40, verified: false)))
+        let unknown = ResponseFacts(status: 206, contentRange: "bytes 40-99/*")
+        #expect(decide(.resume(from: 40, ifRange: nil), unknown, validators: none) == .refetch(reason: "cannot verify a resume without validators"))
+    }
+
+    @Test func a200ToARangeRequestRestartsAndSaysWhy() {
+        let changed = ResponseFacts(status: 200, contentLength: 100, etag: "\"new\"")
+        #expect(decide(.resume(from: 40, ifRange: "\"abc\""), changed) == .write(offset: 0, total: 100, disposition: .restarted(reason: "resource changed")))
+        let same = ResponseFacts(status: 200, contentLength: 100, etag: "\"abc\"")
+        #expect(decide(.resume(from: 40, ifRange: "\"abc\""), same) == .write(offset: 0, total: 100, disposition: .restarted(reason: "server ignores ranges")))
+        let dateOnly = Validators(lastModified: "old")
+        let newDate = ResponseFacts(status: 200, contentLength: 100, lastModified: "new")
+        #expect(decide(.resume(from: 40, ifRange: "old"), newDate, validators: dateOnly) == .write(offset: 0, total: 100, disposition: .restarted(reason: "resource changed")))
+    }
+
+    @Test func a200ToAFreshRequestIsFreshOrARestart() {
+        let response = ResponseFacts(status: 200, contentLength: 100)
+        #expect(decide(.fresh(discarding: nil), response) == .write(offset: 0, total: 100, disposition: .fresh))
+        #expect(decide(.fresh(discarding: "why"), response) == .write(offset: 0, total: 100, disposition: .restarted(reason: "why")))
+        #expect(decide(.fresh(discarding: nil), ResponseFacts(status: 200)) == .write(offset: 0, total: nil, disposition: .fresh))
+    }
+
+    @Test func a416AtTheEndCompletes() {
+        #expect(decide(.resume(from: 100, ifRange: "\"abc\""), ResponseFacts(status: 416, contentRange: "bytes */100")) == .complete(total: 100))
+        #expect(decide(.resume(from: 100, ifRange: "\"abc\""), ResponseFacts(status: 416)) == .complete(total: 100))
+    }
+
+    @Test func a416ElsewhereRefetches() {
+        #expect(decide(.resume(from: 60, ifRange: "\"abc\""), ResponseFacts(status: 416, contentRange: "bytes */50")) == .refetch(reason: "range not satisfiable (resource shorter than the part file)"))
+    }
+
+    @Test func transientStatusesRetryAndOthersFail() {
+        #expect(decide(.fresh(discarding: nil), ResponseFacts(status: 503, reasonPhrase: "Service Unavailable", retryAfter: "5")) == .retry(reason: "HTTP 503 Service Unavailable", retryAfter: "5"))
+        #expect(decide(.fresh(discarding: nil), ResponseFacts(status: 429)) == .retry(reason: "HTTP 429", retryAfter: nil))
+        #expect(decide(.fresh(discarding: nil), ResponseFacts(status: 408)) == .retry(reason: "HTTP 408", retryAfter: nil))
+        #expect(decide(.fresh(discarding: nil), ResponseFacts(status: 404, reasonPhrase: "Not Found")) == .fail(reason: "HTTP 404 Not Found"))
+        #expect(decide(.fresh(discarding: nil), ResponseFacts(status: 410)) == .fail(reason: "HTTP 410"))
+        #expect(decide(.fresh(discarding: nil), ResponseFacts(status: 204)) == .fail(reason: "unexpected HTTP 204"))
+        #expect(decide(.fresh(discarding: nil), ResponseFacts(status: 206, contentRange: "bytes 0-9/10")) == .fail(reason: "HTTP 206 for a request without Range"))
+    }
+
+    @Test func aHostileReasonPhraseIsSanitized() {
+        let facts = ResponseFacts(status: 500, reasonPhrase: "Oops\u{1B}[2J")
+        #expect(facts.statusText == "HTTP 500 Oops?[2J")
+    }
+}

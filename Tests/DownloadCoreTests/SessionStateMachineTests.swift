@@ -1,0 +1,453 @@
+import DownloadCore
+import Foundation
+import Testing
+
+/// Every transition of the queue's state machine, without I/O.
+@Suite struct SessionStateMachineTests {
+    typealias Machine = SessionStateMachine
+    let url = URL(string: "http://example.test/file.bin")!
+    let now = Date(timeIntervalSince1970: 1_000_000)
+
+    func machine(maxActive: Int = 3, maxTries: Int = 20) -> Machine {
+        Machine(configuration: .init(maxActive: maxActive, maxTries: maxTries, backoff: Backoff(initial: 1, cap: 60, spread: 0)))
+    }
+
+    /// Schedules `url` and returns its id and the attempt that started.
+    func started(_ m: inout Machine, _ url: URL? = nil, to path: String = "/d/file.bin") throws -> (DownloadID, AttemptID) {
+        let (id, actions) = try m.schedule(url: url ?? self.url, destination: .file(path))
+        guard case .startTransfer(let order)? = actions.last else {
+            Issue.record("no transfer started: \(actions)")
+            throw TestFailure()
+        }
+        return (id, order.attempt)
+    }
+
+    struct TestFailure: Error {}
+
+    // MARK: queued
+
+    @Test func scheduleStartsATransferWhenASlotIsFree() throws {
+        var m = machine()
+        let (id, actions) = try m.schedule(url: url, destination: .file("/d/file.bin"))
+        #expect(m.download(id)?.state == .downloading)
+        #expect(m.download(id)?.partPath == "/d/file.bin.part")
+        guard case .startTransfer(let order) = try #require(actions.first) else { Issue.record("\(actions)"); return }
+        #expect(order.url == url)
+        #expect(order.partPath == "/d/file.bin.part")
+        #expect(order.validators.isEmpty)
+        #expect(order.knownTotal == nil)
+    }
+
+    @Test func scheduleBeyondMaxActiveQueues() throws {
+        var m = machine(maxActive: 1)
+        _ = try started(&m)
+        let (second, actions) = try m.schedule(url: URL(string: "http://example.test/other")!, destination: .file("/d/other"))
+        #expect(actions.isEmpty)
+        #expect(m.download(second)?.state == .queued)
+    }
+
+    @Test func queuedToPausedToQueued() throws {
+        var m = machine(maxActive: 1)
+        _ = try started(&m)
+        let (second, _) = try m.schedule(url: URL(string: "http://example.test/other")!, destination: .file("/d/other"))
+        #expect(try m.pause(second).isEmpty)
+        #expect(m.download(second)?.state == .paused)
+        #expect(try m.resume(second).isEmpty)
+        #expect(m.download(second)?.state == .queued)
+    }
+
+    @Test func queuedToCancelledDeletesThePartFile() throws {
+        var m = machine(maxActive: 1)
+        _ = try started(&m)
+        let (second, _) = try m.schedule(url: URL(string: "http://example.test/other")!, destination: .file("/d/other"))
+        #expect(try m.cancel(second) == [.deletePartFile(second, path: "/d/other.part")])
+        #expect(m.download(second)?.state == .cancelled)
+    }
+
+    // MARK: downloading
+
+    @Test func downloadingToPausedStopsTheTransferAndStartsTheNext() throws {
+        var m = machine(maxActive: 1)
+        let (first, attempt) = try started(&m)
+        let (second, _) = try m.schedule(url: URL(string: "http://example.test/other")!, destination: .file("/d/other"))
+        let actions = try m.pause(first)
+        #expect(actions.first == .stopTransfer(first, attempt))
+        guard case .startTransfer(let order) = try #require(actions.last) else { Issue.record("\(actions)"); return }
+        #expect(order.id == second)
+        #expect(m.download(first)?.state == .paused)
+        #expect(m.download(second)?.state == .downloading)
+    }
+
+    @Test func downloadingToCancelledStopsThenDeletes() throws {
+        var m = machine()
+        let (id, attempt) = try started(&m)
+        #expect(try m.cancel(id) == [.stopTransfer(id, attempt), .deletePartFile(id, path: "/d/file.bin.part")])
+        #expect(m.download(id)?.state == .cancelled)
+        #expect(m.download(id)?.bytesOnDisk == 0)
+    }
+
+    @Test func downloadingToCompletedFinalizes() throws {
+        var m = machine()
+        let (id, attempt) = try started(&m)
+        let actions = m.transferFinished(id, attempt: attempt, outcome: .completed, bytesOnDisk: 500, now: now, jitter: 0)
+        #expect(actions == [.finalize(id)])
+        #expect(m.download(id)?.state == .completed)
+        #expect(m.download(id)?.totalBytes == 500)
+        m.finalized(id, paths: ["/d/file.bin"])
+        #expect(m.download(id)?.completedPath == "/d/file.bin")
+    }
+
+    @Test func downloadingToWaitingWithBackoffThenQueuedByTheTimer() throws {
+        var m = machine()
+        let (id, attempt) = try started(&m)
+        let actions = m.transferFinished(id, attempt: attempt, outcome: .retryable(reason: "HTTP 503", retryAfter: nil, progressed: false), bytesOnDisk: 0, now: now, jitter: 0.5)
+        guard case .scheduleRetry(let retried, let token, let date) = try #require(actions.first) else { Issue.record("\(actions)"); return }
+        #expect(retried == id)
+        #expect(date == now.addingTimeInterval(1))
+        #expect(m.download(id)?.state == .waiting(until: date, reason: "HTTP 503"))
+        #expect(m.download(id)?.failedAttempts == 1)
+        let restart = m.retryTimerFired(id, token: token)
+        guard case .startTransfer(let order) = try #require(restart.first) else { Issue.record("\(restart)"); return }
+        #expect(order.attempt != attempt)
+        #expect(m.download(id)?.state == .downloading)
+    }
+
+    @Test func backoffDoublesAndRetryAfterIsAFloor() throws {
+        var m = machine()
+        var (id, attempt) = try started(&m)
+        var delays: [Double] = []
+        for _ in 0..<8 {
+            let actions = m.transferFinished(id, attempt: attempt, outcome: .retryable(reason: "reset", retryAfter: nil, progressed: false), bytesOnDisk: 0, now: now, jitter: 0.5)
+            guard case .scheduleRetry(_, let token, let date) = try #require(actions.first) else { return }
+            delays.append(date.timeIntervalSince(now))
+            guard case .startTransfer(let order) = m.retryTimerFired(id, token: token).first else { return }
+            (id, attempt) = (order.id, order.attempt)
+        }
+        #expect(delays == [1, 2, 4, 8, 16, 32, 60, 60])
+        let actions = m.transferFinished(id, attempt: attempt, outcome: .retryable(reason: "429", retryAfter: 90, progressed: false), bytesOnDisk: 0, now: now, jitter: 0.5)
+        guard case .scheduleRetry(_, _, let date) = try #require(actions.first) else { return }
+        #expect(date.timeIntervalSince(now) == 90)
+    }
+
+    @Test func progressResetsTheFailureCount() throws {
+        var m = machine()
+        let (id, attempt) = try started(&m)
+        let actions = m.transferFinished(id, attempt: attempt, outcome: .retryable(reason: "reset", retryAfter: nil, progressed: false), bytesOnDisk: 0, now: now, jitter: 0)
+        guard case .scheduleRetry(_, let token, _) = try #require(actions.first) else { return }
+        guard case .startTransfer(let order) = m.retryTimerFired(id, token: token).first else { return }
+        _ = m.transferFinished(id, attempt: order.attempt, outcome: .retryable(reason: "reset", retryAfter: nil, progressed: true), bytesOnDisk: 10, now: now, jitter: 0)
+        #expect(m.download(id)?.failedAttempts == 1)
+    }
+
+    @Test func downloadingToFailedAfterTheRetryLimit() throws {
+        var m = machine(maxTries: 2)
+        let (id, attempt) = try started(&m)
+        let first = m.transferFinished(id, attempt: attempt, outcome: .retryable(reason: "reset", retryAfter: nil, progressed: false), bytesOnDisk: 0, now: now, jitter: 0)
+        guard case .scheduleRetry(_, let token, _) = try #require(first.first) else { return }
+        guard case .startTransfer(let order) = m.retryTimerFired(id, token: token).first else { return }
+        let second = m.transferFinished(id, attempt: order.attempt, outcome: .retryable(reason: "reset", retryAfter: nil, progressed: false), bytesOnDisk: 0, now: now, jitter: 0)
+        #expect(second.isEmpty)
+        #expect(m.download(id)?.state == .failed(reason: "reset (gave up after 2 tries)"))
+    }
+
+    @Test func downloadingToFailedOnAFatalError() throws {
+        var m = machine()
+        let (id, attempt) = try started(&m)
+        _ = m.transferFinished(id, attempt: attempt, outcome: .fatal(reason: "HTTP 404 Not Found"), bytesOnDisk: 0, now: now, jitter: 0)
+        #expect(m.download(id)?.state == .failed(reason: "HTTP 404 Not Found"))
+        #expect(m.download(id)?.lastError == "HTTP 404 Not Found")
+    }
+
+    @Test func diskFullPausesWithTheReason() throws {
+        var m = machine()
+        let (id, attempt) = try started(&m)
+        _ = m.transferFinished(id, attempt: attempt, outcome: .diskFull(reason: "disk full"), bytesOnDisk: 4096, now: now, jitter: 0)
+        #expect(m.download(id)?.state == .paused)
+        #expect(m.download(id)?.lastError == "disk full")
+        #expect(m.download(id)?.bytesOnDisk == 4096)
+    }
+
+    @Test func lowerMaxActiveRequeuesTheLowestKeepingBytes() throws {
+        var m = machine(maxActive: 2)
+        let (first, _) = try started(&m)
+        let (second, secondAttempt) = try started(&m, URL(string: "http://example.test/2")!, to: "/d/2")
+        let progressed = m.transferProgressed(second, attempt: secondAttempt, bytesOnDisk: 100, at: 1)
+        #expect(progressed)
+        #expect(try m.setMaxActive(1) == [.stopTransfer(second, secondAttempt)])
+        #expect(m.download(first)?.state == .downloading)
+        #expect(m.download(second)?.state == .queued)
+        #expect(m.download(second)?.bytesOnDisk == 100)
+        #expect(throws: Machine.TransitionError.invalidArgument("at least one download must be allowed to run")) { try m.setMaxActive(0) }
+    }
+
+    @Test func raisingMaxActiveStartsQueued() throws {
+        var m = machine(maxActive: 1)
+        _ = try started(&m)
+        let (second, _) = try m.schedule(url: URL(string: "http://example.test/2")!, destination: .file("/d/2"))
+        let actions = try m.setMaxActive(2)
+        guard case .startTransfer(let order) = try #require(actions.first) else { return }
+        #expect(order.id == second)
+    }
+
+    // MARK: waiting
+
+    @Test func waitingToPausedMakesTheTimerStale() throws {
+        var m = machine()
+        let (id, attempt) = try started(&m)
+        let actions = m.transferFinished(id, attempt: attempt, outcome: .retryable(reason: "reset", retryAfter: nil, progressed: false), bytesOnDisk: 0, now: now, jitter: 0)
+        guard case .scheduleRetry(_, let token, _) = try #require(actions.first) else { return }
+        #expect(try m.pause(id).isEmpty)
+        #expect(m.download(id)?.state == .paused)
+        #expect(m.retryTimerFired(id, token: token).isEmpty)
+        #expect(m.download(id)?.state == .paused)
+    }
+
+    @Test func waitingResumedNowStartsAtOnce() throws {
+        var m = machine()
+        let (id, attempt) = try started(&m)
+        let actions = m.transferFinished(id, attempt: attempt, outcome: .retryable(reason: "reset", retryAfter: nil, progressed: false), bytesOnDisk: 0, now: now, jitter: 0)
+        guard case .scheduleRetry(_, let token, _) = try #require(actions.first) else { return }
+        guard case .startTransfer = try m.resume(id).first else { Issue.record("no start"); return }
+        #expect(m.retryTimerFired(id, token: token).isEmpty, "the old timer must not start a second transfer")
+    }
+
+    @Test func waitingToCancelled() throws {
+        var m = machine()
+        let (id, attempt) = try started(&m)
+        _ = m.transferFinished(id, attempt: attempt, outcome: .retryable(reason: "reset", retryAfter: nil, progressed: false), bytesOnDisk: 7, now: now, jitter: 0)
+        #expect(try m.cancel(id) == [.deletePartFile(id, path: "/d/file.bin.part")])
+        #expect(m.download(id)?.state == .cancelled)
+    }
+
+    @Test func waitingDoesNotHoldASlot() throws {
+        var m = machine(maxActive: 1)
+        let (id, attempt) = try started(&m)
+        let (second, _) = try m.schedule(url: URL(string: "http://example.test/2")!, destination: .file("/d/2"))
+        let actions = m.transferFinished(id, attempt: attempt, outcome: .retryable(reason: "reset", retryAfter: nil, progressed: false), bytesOnDisk: 0, now: now, jitter: 0)
+        #expect(actions.contains { if case .startTransfer(let order) = $0 { order.id == second } else { false } })
+    }
+
+    // MARK: paused, failed, finished
+
+    @Test func pausedResumesWithValidatorsAndKnownTotal() throws {
+        var m = machine()
+        let (id, attempt) = try started(&m)
+        m.transferResponded(id, attempt: attempt, info: .init(status: 200, total: 1000, validators: Validators(etag: "\"v1\"", lastModified: "Mon"), finalURL: nil, serverFileName: nil, disposition: .fresh))
+        _ = try m.pause(id)
+        _ = m.transferFinished(id, attempt: attempt, outcome: .stopped, bytesOnDisk: 400, now: now, jitter: 0)
+        #expect(m.download(id)?.bytesOnDisk == 400, "a late finish still reports the bytes of a paused download")
+        #expect(m.download(id)?.state == .paused)
+        guard case .startTransfer(let order) = try m.resume(id).first else { Issue.record("no start"); return }
+        #expect(order.validators == Validators(etag: "\"v1\"", lastModified: "Mon"))
+        #expect(order.knownTotal == 1000)
+    }
+
+    @Test func pausingTwiceIsHarmlessButFinishedDownloadsRefuse() throws {
+        var m = machine()
+        let (id, attempt) = try started(&m)
+        _ = try m.pause(id)
+        #expect(try m.pause(id).isEmpty)
+        _ = try m.resume(id)
+        guard let running = m.runningAttempt(id) else { Issue.record("not running"); return }
+        #expect(running != attempt)
+        _ = m.transferFinished(id, attempt: running, outcome: .completed, bytesOnDisk: 1, now: now, jitter: 0)
+        #expect(throws: Machine.TransitionError.illegal(id, state: "completed", intent: "pause")) { try m.pause(id) }
+        #expect(throws: Machine.TransitionError.illegal(id, state: "completed", intent: "resume")) { try m.resume(id) }
+        #expect(throws: Machine.TransitionError.illegal(id, state: "completed", intent: "cancel")) { try m.cancel(id) }
+    }
+
+    @Test func failedCanBeRetriedAndRemoved() throws {
+        var m = machine()
+        let (id, attempt) = try started(&m)
+        _ = m.transferFinished(id, attempt: attempt, outcome: .fatal(reason: "HTTP 500"), bytesOnDisk: 10, now: now, jitter: 0)
+        guard case .startTransfer = try m.resume(id).first else { Issue.record("no retry"); return }
+        #expect(m.download(id)?.state == .downloading)
+        _ = try m.cancel(id)
+        try m.remove(id)
+        #expect(m.download(id) == nil)
+        #expect(m.order.isEmpty)
+    }
+
+    @Test func removeRefusesUnfinishedDownloads() throws {
+        var m = machine()
+        let (id, _) = try started(&m)
+        #expect(throws: Machine.TransitionError.illegal(id, state: "downloading", intent: "remove")) { try m.remove(id) }
+        #expect(throws: Machine.TransitionError.unknownDownload(DownloadID(99))) { try m.pause(DownloadID(99)) }
+    }
+
+    @Test func cancelledCannotResume() throws {
+        var m = machine()
+        let (id, _) = try started(&m)
+        _ = try m.cancel(id)
+        #expect(try m.cancel(id).isEmpty)
+        #expect(throws: Machine.TransitionError.illegal(id, state: "cancelled", intent: "resume")) { try m.resume(id) }
+    }
+
+    // MARK: Late events
+
+    @Test func bytesArrivingAfterPauseAreIgnored() throws {
+        var m = machine()
+        let (id, attempt) = try started(&m)
+        let before = m.transferProgressed(id, attempt: attempt, bytesOnDisk: 100, at: 1)
+        _ = try m.pause(id)
+        let after = m.transferProgressed(id, attempt: attempt, bytesOnDisk: 200, at: 2)
+        #expect(before && !after)
+        #expect(m.download(id)?.bytesOnDisk == 100)
+    }
+
+    @Test func completionArrivingAfterPauseKeepsThePause() throws {
+        var m = machine()
+        let (id, attempt) = try started(&m)
+        _ = try m.pause(id)
+        #expect(m.transferFinished(id, attempt: attempt, outcome: .completed, bytesOnDisk: 1000, now: now, jitter: 0).isEmpty)
+        #expect(m.download(id)?.state == .paused)
+        #expect(m.download(id)?.bytesOnDisk == 1000)
+    }
+
+    @Test func completionArrivingAfterCancelChangesNothing() throws {
+        var m = machine()
+        let (id, attempt) = try started(&m)
+        _ = try m.cancel(id)
+        #expect(m.transferFinished(id, attempt: attempt, outcome: .completed, bytesOnDisk: 1000, now: now, jitter: 0).isEmpty)
+        #expect(m.download(id)?.state == .cancelled)
+        #expect(m.download(id)?.bytesOnDisk == 0)
+    }
+
+    @Test func aResponseOfAnOldAttemptIsIgnored() throws {
+        var m = machine()
+        let (id, attempt) = try started(&m)
+        _ = try m.pause(id)
+        _ = try m.resume(id)
+        m.transferResponded(id, attempt: attempt, info: .init(status: 200, total: 5, validators: Validators(etag: "\"old\""), finalURL: nil, serverFileName: nil, disposition: .fresh))
+        #expect(m.download(id)?.etag == nil)
+        #expect(m.download(id)?.totalBytes == nil)
+    }
+
+    @Test func aFailureOfAnOldAttemptDoesNotTouchTheNewOne() throws {
+        var m = machine()
+        let (id, attempt) = try started(&m)
+        _ = try m.pause(id)
+        _ = try m.resume(id)
+        #expect(m.transferFinished(id, attempt: attempt, outcome: .fatal(reason: "boom"), bytesOnDisk: 3, now: now, jitter: 0).isEmpty)
+        #expect(m.download(id)?.state == .downloading)
+    }
+
+    // MARK: Responses
+
+    @Test func aResumeIsCountedWithItsOffset() throws {
+        var m = machine()
+        let (id, attempt) = try started(&m)
+        m.transferResponded(id, attempt: attempt, info: .init(status: 206, total: 1000, validators: Validators(etag: "\"a\""), finalURL: url, serverFileName: nil, disposition: .resumed(from: 400, verified: true)))
+        let download = try #require(m.download(id))
+        #expect(download.resumeCount == 1)
+        #expect(download.resumeOffset == 400)
+        #expect(download.bytesSavedByResume == 400)
+        #expect(download.bytesOnDisk == 400)
+        #expect(!download.unverifiedResume)
+        #expect(download.lastStatus == 206)
+    }
+
+    @Test func aRestartAdoptsTheNewValidatorsAndSaysWhy() throws {
+        var m = machine()
+        let (id, attempt) = try started(&m)
+        m.transferResponded(id, attempt: attempt, info: .init(status: 200, total: 1000, validators: Validators(etag: "\"a\""), finalURL: nil, serverFileName: nil, disposition: .fresh))
+        _ = try m.pause(id)
+        _ = try m.resume(id)
+        let second = try #require(m.runningAttempt(id))
+        m.transferResponded(id, attempt: second, info: .init(status: 200, total: 900, validators: Validators(etag: "\"b\""), finalURL: nil, serverFileName: "x.bin", disposition: .restarted(reason: "resource changed")))
+        let download = try #require(m.download(id))
+        #expect(download.etag == "\"b\"")
+        #expect(download.totalBytes == 900)
+        #expect(download.restartCount == 1)
+        #expect(download.restartReason == "resource changed")
+        #expect(download.bytesOnDisk == 0)
+        #expect(download.serverFileName == "x.bin")
+    }
+
+    // MARK: Coalescing, order, bulk intents
+
+    @Test func theSameURLAttachesInsteadOfStartingASecondTransfer() throws {
+        var m = machine()
+        let (id, _) = try started(&m)
+        let (again, actions) = try m.schedule(url: URL(string: "HTTP://EXAMPLE.test:80/file.bin#frag")!, destination: .file("/e/copy.bin"))
+        #expect(again == id)
+        #expect(actions.isEmpty)
+        #expect(m.download(id)?.extraDestinations == [.file("/e/copy.bin")])
+        _ = try m.schedule(url: url, destination: .file("/e/copy.bin"))
+        #expect(m.download(id)?.extraDestinations == [.file("/e/copy.bin")], "the same requester is not added twice")
+    }
+
+    @Test func theSameURLResumesAPausedDownload() throws {
+        var m = machine()
+        let (id, _) = try started(&m)
+        _ = try m.pause(id)
+        let (again, actions) = try m.schedule(url: url, destination: .file("/d/file.bin"))
+        #expect(again == id)
+        guard case .startTransfer = try #require(actions.first) else { Issue.record("\(actions)"); return }
+        #expect(m.download(id)?.state == .downloading)
+    }
+
+    @Test func aCompletedURLIsFetchedAgainAsANewDownload() throws {
+        var m = machine()
+        let (id, attempt) = try started(&m)
+        _ = m.transferFinished(id, attempt: attempt, outcome: .completed, bytesOnDisk: 1, now: now, jitter: 0)
+        let (again, _) = try m.schedule(url: url, destination: .file("/d/file.bin"))
+        #expect(again != id)
+    }
+
+    @Test func twoURLsCannotShareADestination() throws {
+        var m = machine()
+        _ = try started(&m)
+        #expect(throws: Machine.TransitionError.destinationInUse("/d/file.bin")) {
+            try m.schedule(url: URL(string: "http://other.test/x")!, destination: .file("/d/file.bin"))
+        }
+    }
+
+    @Test func directoryDownloadsWithOneNameGetDistinctPartFiles() throws {
+        var m = machine()
+        let (first, _) = try m.schedule(url: URL(string: "http://a.test/x/file.iso")!, destination: .directory("/d"))
+        let (second, _) = try m.schedule(url: URL(string: "http://b.test/y/file.iso")!, destination: .directory("/d"))
+        #expect(m.download(first)?.partPath == "/d/file.iso.part")
+        #expect(m.download(second)?.partPath == "/d/file.iso.1.part")
+    }
+
+    @Test func moveReordersTheQueue() throws {
+        var m = machine(maxActive: 1)
+        let (a, _) = try started(&m)
+        let (b, _) = try m.schedule(url: URL(string: "http://example.test/b")!, destination: .file("/d/b"))
+        let (c, _) = try m.schedule(url: URL(string: "http://example.test/c")!, destination: .file("/d/c"))
+        _ = try m.move(c, to: 0)
+        #expect(m.order == [c, a, b])
+        _ = try m.move(c, to: 99)
+        #expect(m.order == [a, b, c])
+        _ = try m.pause(a)
+        #expect(m.download(b)?.state == .downloading, "the next in queue order takes the freed slot")
+    }
+
+    @Test func pauseAllResumeAllAndPurge() throws {
+        var m = machine(maxActive: 1)
+        let (a, attempt) = try started(&m)
+        let (b, _) = try m.schedule(url: URL(string: "http://example.test/b")!, destination: .file("/d/b"))
+        let paused = m.pauseAll()
+        #expect(paused == [.stopTransfer(a, attempt)], "no freed slot starts a download that is being paused")
+        #expect(m.all.map(\.state) == [.paused, .paused])
+        let resumed = m.resumeAll()
+        #expect(resumed.count == 1)
+        #expect(m.all.map(\.state) == [.downloading, .queued])
+        _ = m.pauseAll()
+        let purged = m.purgePaused()
+        #expect(purged.contains(.deletePartFile(a, path: "/d/file.bin.part")))
+        #expect(purged.contains(.deletePartFile(b, path: "/d/b.part")))
+        #expect(m.all.map(\.state) == [.cancelled, .cancelled])
+    }
+
+    @Test func progressFeedsASmoothedSpeed() throws {
+        var m = machine()
+        let (id, attempt) = try started(&m)
+        let first = m.transferProgressed(id, attempt: attempt, bytesOnDisk: 0, at: 0)
+        let second = m.transferProgressed(id, attempt: attempt, bytesOnDisk: 1000, at: 1)
+        let third = m.transferProgressed(id, attempt: attempt, bytesOnDisk: 3000, at: 2)
+        #expect(!first && second && third)
+        #expect(m.download(id)?.bytesPerSecond == 1500)
+    }
+}

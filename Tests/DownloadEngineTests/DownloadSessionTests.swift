@@ -1,0 +1,465 @@
+import DownloadCore
+import DownloadEngine
+import Foundation
+import LoopbackServer
+import Testing
+
+/// The session against a real loopback server and the real AsyncHTTPClient.
+@Suite struct DownloadSessionTests {
+    @Test func plainDownloadMatchesTheServersBytes() async throws {
+        try await Harness.with { h in
+            h.server.serve("/plain.bin", size: 3 * 1024 * 1024 + 123)
+            let target = h.path("plain.bin")
+            let id = try await h.session.schedule(h.server.url("/plain.bin"), to: .file(target))
+            let download = try await h.waitCompleted(id)
+            #expect(sha256(ofFile: target) == h.server.sha256("/plain.bin"))
+            #expect(download.bytesOnDisk == 3 * 1024 * 1024 + 123)
+            #expect(download.totalBytes == Int64(3 * 1024 * 1024 + 123))
+            #expect(download.etag != nil && download.lastModified != nil)
+            #expect(download.lastStatus == 200)
+            #expect(!FileManager.default.fileExists(atPath: target + ".part"))
+            let gets = h.gets("/plain.bin")
+            #expect(gets.count == 1)
+            #expect(gets.first?.range == nil)
+        }
+    }
+
+    @Test func pauseAtHalfThenResumeAsksForTheRest() async throws {
+        try await Harness.with { h in
+            let size = 4 * 1024 * 1024
+            h.server.serve("/big.bin", size: size, faults: throttled(4 * 1024 * 1024))
+            let target = h.path("big.bin")
+            let id = try await h.session.schedule(h.server.url("/big.bin"), to: .file(target))
+            try await h.wait(id) { $0.bytesOnDisk >= Int64(size / 2) }
+            try await h.session.pause(id)
+
+            let paused = try #require(await h.session.snapshot()[id])
+            #expect(paused.state == .paused)
+            let offset = paused.bytesOnDisk
+            #expect(offset > 0 && offset < Int64(size))
+            #expect(fileSize(target + ".part") == offset)
+            try await Task.sleep(for: .milliseconds(300))
+            #expect(fileSize(target + ".part") == offset, "bytes kept arriving after pause returned")
+
+            try await h.session.resume(id)
+            let done = try await h.waitCompleted(id)
+            #expect(sha256(ofFile: target) == h.server.sha256("/big.bin"))
+            let gets = h.gets("/big.bin")
+            #expect(gets.count == 2)
+            #expect(gets.last?.range == "bytes=\(offset)-")
+            #expect(gets.last?.ifRange == done.etag)
+            #expect(gets.last?.status == 206)
+            #expect(done.resumeCount == 1)
+            #expect(done.resumeOffset == offset)
+            #expect(done.bytesSavedByResume == offset)
+            #expect(!done.unverifiedResume)
+        }
+    }
+
+    @Test func aResetMidBodyResumesByItself() async throws {
+        try await Harness.with { h in
+            h.server.serve("/reset.bin", size: 3 * 1024 * 1024, faults: {
+                var faults = Faults()
+                faults.resetAfterBytes = 1024 * 1024
+                return faults
+            }())
+            let target = h.path("reset.bin")
+            let id = try await h.session.schedule(h.server.url("/reset.bin"), to: .file(target))
+            let done = try await h.waitCompleted(id)
+            #expect(sha256(ofFile: target) == h.server.sha256("/reset.bin"))
+            let gets = h.gets("/reset.bin")
+            #expect(gets.count == 2)
+            let second = try #require(gets.last?.range)
+            let offset = try #require(Int64(second.dropFirst("bytes=".count).dropLast()))
+            // A reset may drop what was still in flight, never more than the server sent.
+            #expect(offset > 0 && offset <= 1024 * 1024)
+            #expect(done.resumeCount == 1)
+            #expect(done.lastError != nil)
+        }
+    }
+
+    @Test func aResourceThatChangedWhilePausedRestartsWithoutSplicing() async throws {
+        try await Harness.with { h in
+            let size = 2 * 1024 * 1024
+            h.server.serve("/changing.bin", size: size, faults: throttled(2 * 1024 * 1024))
+            let target = h.path("changing.bin")
+            let id = try await h.session.schedule(h.server.url("/changing.bin"), to: .file(target))
+            try await h.wait(id) { $0.bytesOnDisk >= Int64(size / 2) }
+            try await h.session.pause(id)
+            let oldDigest = h.server.sha256("/changing.bin")
+            h.server.change("/changing.bin")
+            try await h.session.resume(id)
+            let done = try await h.waitCompleted(id)
+            #expect(sha256(ofFile: target) == h.server.sha256("/changing.bin"))
+            #expect(sha256(ofFile: target) != oldDigest)
+            #expect(done.restartCount == 1)
+            #expect(done.restartReason == "resource changed")
+            #expect(done.resumeCount == 0)
+            #expect(done.resumeOffset == nil)
+            let gets = h.gets("/changing.bin")
+            #expect(gets.count == 2)
+            #expect(gets.last?.ifRange != nil)
+            #expect(gets.last?.status == 200)
+        }
+    }
+
+    @Test func aServerThatIgnoresRangesRestartsFromZero() async throws {
+        try await Harness.with { h in
+            let size = 2 * 1024 * 1024
+            h.server.serve("/norange.bin", size: size, faults: throttled(2 * 1024 * 1024) { $0.ignoreRange = true })
+            let target = h.path("norange.bin")
+            let id = try await h.session.schedule(h.server.url("/norange.bin"), to: .file(target))
+            try await h.wait(id) { $0.bytesOnDisk >= Int64(size / 2) }
+            try await h.session.pause(id)
+            try await h.session.resume(id)
+            let done = try await h.waitCompleted(id)
+            #expect(sha256(ofFile: target) == h.server.sha256("/norange.bin"))
+            #expect(done.restartReason == "server ignores ranges")
+            #expect(h.gets("/norange.bin").last?.range != nil)
+            #expect(h.gets("/norange.bin").last?.status == 200)
+        }
+    }
+
+    @Test func withoutValidatorsAndTheSameLengthAResumeIsUnverified() async throws {
+        try await Harness.with { h in
+            let size = 2 * 1024 * 1024
+            var faults = Faults.noValidators
+            faults.throttleBytesPerSecond = 2 * 1024 * 1024
+            h.server.serve("/bare.bin", size: size, faults: faults)
+            let target = h.path("bare.bin")
+            let id = try await h.session.schedule(h.server.url("/bare.bin"), to: .file(target))
+            try await h.wait(id) { $0.bytesOnDisk >= Int64(size / 2) }
+            try await h.session.pause(id)
+            try await h.session.resume(id)
+            let done = try await h.waitCompleted(id)
+            #expect(sha256(ofFile: target) == h.server.sha256("/bare.bin"))
+            #expect(done.unverifiedResume)
+            #expect(done.resumeCount == 1)
+            let last = try #require(h.gets("/bare.bin").last)
+            #expect(last.range != nil)
+            #expect(last.ifRange == nil)
+            #expect(last.status == 206)
+        }
+    }
+
+    @Test func withoutValidatorsAChangedLengthRestarts() async throws {
+        try await Harness.with { h in
+            let size = 2 * 1024 * 1024
+            var faults = Faults.noValidators
+            faults.throttleBytesPerSecond = 2 * 1024 * 1024
+            h.server.serve("/grows.bin", size: size, faults: faults)
+            let target = h.path("grows.bin")
+            let id = try await h.session.schedule(h.server.url("/grows.bin"), to: .file(target))
+            try await h.wait(id) { $0.bytesOnDisk >= Int64(size / 2) }
+            try await h.session.pause(id)
+            h.server.change("/grows.bin", size: size + 4096)
+            try await h.session.resume(id)
+            let done = try await h.waitCompleted(id)
+            #expect(sha256(ofFile: target) == h.server.sha256("/grows.bin"))
+            #expect(done.restartCount == 1)
+            #expect(done.restartReason?.contains("length") == true)
+            #expect(done.bytesOnDisk == Int64(size + 4096))
+        }
+    }
+
+    @Test func twoServiceUnavailableAnswersThenSuccess() async throws {
+        try await Harness.with { h in
+            var faults = Faults()
+            faults.failFirst = 2
+            faults.retryAfter = "0"
+            h.server.serve("/busy.bin", size: 256 * 1024, faults: faults)
+            let target = h.path("busy.bin")
+            let id = try await h.session.schedule(h.server.url("/busy.bin"), to: .file(target))
+            var sawWaiting = false
+            let done = try await h.wait(id) { download in
+                if case .waiting(_, let reason) = download.state, reason.contains("503") { sawWaiting = true }
+                return download.state.isFinished
+            }
+            #expect(done.state == .completed)
+            #expect(sawWaiting)
+            #expect(h.gets("/busy.bin").map(\.status) == [503, 503, 200])
+            #expect(sha256(ofFile: target) == h.server.sha256("/busy.bin"))
+            #expect(!FileManager.default.fileExists(atPath: target + ".part"))
+        }
+    }
+
+    @Test func retryAfterIsAMinimumWait() async throws {
+        try await Harness.with { h in
+            var faults = Faults()
+            faults.failFirst = 1
+            faults.failStatus = 429
+            faults.retryAfter = "1"
+            h.server.serve("/slowdown.bin", size: 1024, faults: faults)
+            let started = Date()
+            let id = try await h.session.schedule(h.server.url("/slowdown.bin"), to: .file(h.path("slowdown.bin")))
+            try await h.waitCompleted(id)
+            #expect(Date().timeIntervalSince(started) >= 0.95)
+            #expect(h.gets("/slowdown.bin").map(\.status) == [429, 200])
+        }
+    }
+
+    @Test func aRedirectChainIsFollowedAndResumesGoToTheOriginalURL() async throws {
+        try await Harness.with { h in
+            let size = 2 * 1024 * 1024
+            h.server.serve("/final.bin", size: size, faults: throttled(2 * 1024 * 1024))
+            h.server.redirect("/start", to: "/hop1", status: 301)
+            h.server.redirect("/hop1", to: h.server.url("/hop2").absoluteString, status: 302)
+            h.server.redirect("/hop2", to: "/final.bin", status: 307)
+            let id = try await h.session.schedule(h.server.url("/start"), to: .directory(h.directory))
+            try await h.wait(id) { $0.bytesOnDisk >= Int64(size / 2) }
+            try await h.session.pause(id)
+            try await h.session.resume(id)
+            let done = try await h.waitCompleted(id)
+            #expect(done.finalURL == h.server.url("/final.bin"))
+            #expect(done.completedPath == h.path("start"))
+            #expect(sha256(ofFile: h.path("start")) == h.server.sha256("/final.bin"))
+            // The resume started again at the original URL, carrying its Range through every hop.
+            let starts = h.server.requests("/start")
+            #expect(starts.count == 2)
+            #expect(starts.last?.range != nil)
+            #expect(h.gets("/final.bin").last?.status == 206)
+        }
+    }
+
+    @Test func tooManyRedirectsFail() async throws {
+        try await Harness.with { h in
+            for hop in 0..<12 {
+                h.server.redirect("/loop\(hop)", to: "/loop\(hop + 1)")
+            }
+            let id = try await h.session.schedule(h.server.url("/loop0"), to: .directory(h.directory))
+            let done = try await h.wait(id) { $0.state.isFinished }
+            #expect(done.state == .failed(reason: "too many redirects"))
+        }
+    }
+
+    @Test func aChunkedBodyWithoutLengthCompletes() async throws {
+        try await Harness.with { h in
+            var faults = Faults()
+            faults.chunked = true
+            h.server.serve("/chunked.bin", size: 1024 * 1024 + 7, faults: faults)
+            let target = h.path("chunked.bin")
+            let id = try await h.session.schedule(h.server.url("/chunked.bin"), to: .file(target))
+            let done = try await h.waitCompleted(id)
+            #expect(sha256(ofFile: target) == h.server.sha256("/chunked.bin"))
+            #expect(done.totalBytes == Int64(1024 * 1024 + 7))
+        }
+    }
+
+    @Test func cancelDeletesThePartFile() async throws {
+        try await Harness.with { h in
+            h.server.serve("/cancel.bin", size: 4 * 1024 * 1024, faults: throttled(1024 * 1024))
+            let target = h.path("cancel.bin")
+            let id = try await h.session.schedule(h.server.url("/cancel.bin"), to: .file(target))
+            try await h.wait(id) { $0.bytesOnDisk > 100 * 1024 }
+            #expect(FileManager.default.fileExists(atPath: target + ".part"))
+            try await h.session.cancel(id)
+            let cancelled = try #require(await h.session.snapshot()[id])
+            #expect(cancelled.state == .cancelled)
+            #expect(cancelled.bytesOnDisk == 0)
+            #expect(!FileManager.default.fileExists(atPath: target + ".part"))
+            #expect(!FileManager.default.fileExists(atPath: target))
+            await #expect(throws: DownloadSession.TransitionError.self) { try await h.session.resume(id) }
+            try await h.session.remove(id)
+            #expect(await h.session.snapshot()[id] == nil)
+        }
+    }
+
+    @Test func purgePausedFreesTheDisk() async throws {
+        try await Harness.with { h in
+            h.server.serve("/p1.bin", size: 4 * 1024 * 1024, faults: throttled(1024 * 1024))
+            h.server.serve("/p2.bin", size: 4 * 1024 * 1024, faults: throttled(1024 * 1024))
+            h.server.serve("/keep.bin", size: 4 * 1024 * 1024, faults: throttled(1024 * 1024))
+            let first = try await h.session.schedule(h.server.url("/p1.bin"), to: .file(h.path("p1.bin")))
+            let second = try await h.session.schedule(h.server.url("/p2.bin"), to: .file(h.path("p2.bin")))
+            let running = try await h.session.schedule(h.server.url("/keep.bin"), to: .file(h.path("keep.bin")))
+            for id in [first, second] {
+                try await h.wait(id) { $0.bytesOnDisk > 64 * 1024 }
+                try await h.session.pause(id)
+            }
+            #expect(fileSize(h.path("p1.bin.part")) ?? 0 > 0)
+            #expect(fileSize(h.path("p2.bin.part")) ?? 0 > 0)
+            await h.session.purgePaused()
+            let snapshot = await h.session.snapshot()
+            #expect(snapshot[first]?.state == .cancelled)
+            #expect(snapshot[second]?.state == .cancelled)
+            #expect(snapshot[running]?.state == .downloading)
+            #expect(!FileManager.default.fileExists(atPath: h.path("p1.bin.part")))
+            #expect(!FileManager.default.fileExists(atPath: h.path("p2.bin.part")))
+            #expect(FileManager.default.fileExists(atPath: h.path("keep.bin.part")))
+        }
+    }
+
+    @Test func twoSchedulesOfOneURLShareOneTransfer() async throws {
+        try await Harness.with { h in
+            h.server.serve("/shared.bin", size: 1024 * 1024, faults: throttled(2 * 1024 * 1024))
+            let url = h.server.url("/shared.bin")
+            let first = try await h.session.schedule(url, to: .file(h.path("one.bin")))
+            let second = try await h.session.schedule(url, to: .file(h.path("two.bin")))
+            #expect(first == second)
+            let done = try await h.waitCompleted(first)
+            #expect(h.gets("/shared.bin").count == 1)
+            #expect(done.completedPaths == [h.path("one.bin"), h.path("two.bin")])
+            #expect(sha256(ofFile: h.path("one.bin")) == h.server.sha256("/shared.bin"))
+            #expect(sha256(ofFile: h.path("two.bin")) == h.server.sha256("/shared.bin"))
+            #expect(await h.session.snapshot().downloads.count == 1)
+        }
+    }
+
+    @Test func schedulingAPausedURLAgainResumesIt() async throws {
+        try await Harness.with { h in
+            h.server.serve("/again.bin", size: 2 * 1024 * 1024, faults: throttled(2 * 1024 * 1024))
+            let url = h.server.url("/again.bin")
+            let id = try await h.session.schedule(url, to: .file(h.path("again.bin")))
+            try await h.wait(id) { $0.bytesOnDisk > 256 * 1024 }
+            try await h.session.pause(id)
+            let again = try await h.session.schedule(url, to: .file(h.path("again.bin")))
+            #expect(again == id)
+            let done = try await h.waitCompleted(id)
+            #expect(done.resumeCount == 1)
+            #expect(h.gets("/again.bin").count == 2)
+        }
+    }
+
+    @Test func twoHundredSmallDownloadsWithEightAtOnce() async throws {
+        try await Harness.with({ $0.maxActive = 8 }) { h in
+            var ids: [(DownloadID, String)] = []
+            for index in 0..<200 {
+                let path = "/small/\(index).bin"
+                h.server.serve(path, size: 1000 + index * 97)
+                ids.append((try await h.session.schedule(h.server.url(path), to: .directory(h.directory)), path))
+            }
+            var mostAtOnce = 0
+            let deadline = Date().addingTimeInterval(60)
+            while Date() < deadline {
+                let snapshot = await h.session.snapshot()
+                mostAtOnce = max(mostAtOnce, snapshot.downloads.filter { $0.state == .downloading }.count)
+                if snapshot.downloads.allSatisfy({ $0.state.isFinished }) { break }
+                try await Task.sleep(for: .milliseconds(5))
+            }
+            let snapshot = await h.session.snapshot()
+            #expect(mostAtOnce <= 8)
+            #expect(mostAtOnce >= 2)
+            for (id, path) in ids {
+                let download = try #require(snapshot[id])
+                #expect(download.state == .completed)
+                #expect(sha256(ofFile: download.completedPath ?? "") == h.server.sha256(path), "\(path)")
+            }
+        }
+    }
+
+    @Test func aShortBodyIsRetriedNeverReportedComplete() async throws {
+        try await Harness.with { h in
+            var faults = Faults()
+            faults.closeAfterBytes = 512 * 1024
+            h.server.serve("/short.bin", size: 2 * 1024 * 1024, faults: faults)
+            let target = h.path("short.bin")
+            let id = try await h.session.schedule(h.server.url("/short.bin"), to: .file(target))
+            var completedEarly = false
+            let done = try await h.wait(id) { download in
+                if download.state == .completed, !FileManager.default.fileExists(atPath: target) { completedEarly = true }
+                return download.state.isFinished
+            }
+            #expect(!completedEarly)
+            #expect(done.state == .completed)
+            #expect(sha256(ofFile: target) == h.server.sha256("/short.bin"))
+            let gets = h.gets("/short.bin")
+            #expect(gets.count == 2)
+            #expect(gets.first?.finished == false)
+            #expect(gets.first?.bodyBytesSent == 512 * 1024)
+            // The client may drop what it had buffered when the connection error arrived; the resume
+            // starts at what reached the disk, never beyond what the server sent.
+            let second = try #require(gets.last?.range)
+            let offset = try #require(Int64(second.dropFirst("bytes=".count).dropLast()))
+            #expect(offset > 0 && offset <= 512 * 1024)
+            #expect(done.resumeOffset == offset)
+        }
+    }
+
+    @Test func aBodyThatIsAlwaysShortFailsAfterTheRetryLimit() async throws {
+        try await Harness.with({ $0.maxTries = 3 }) { h in
+            var faults = Faults()
+            faults.closeAfterBytes = 0
+            faults.closeCount = .max
+            h.server.serve("/never.bin", size: 64 * 1024, faults: faults)
+            let target = h.path("never.bin")
+            let id = try await h.session.schedule(h.server.url("/never.bin"), to: .file(target))
+            let done = try await h.wait(id) { $0.state.isFinished }
+            guard case .failed(let reason) = done.state else {
+                Issue.record("expected failed, got \(done.state)")
+                return
+            }
+            #expect(reason.contains("gave up after 3 tries"))
+            #expect(!FileManager.default.fileExists(atPath: target))
+            #expect(h.gets("/never.bin").count == 3)
+        }
+    }
+
+    @Test func aStalledBodyIsDetectedAndResumed() async throws {
+        try await Harness.with({ $0.stallTimeout = .seconds(1) }) { h in
+            var faults = Faults()
+            faults.stallAfterBytes = 100 * 1024
+            h.server.serve("/stall.bin", size: 512 * 1024, faults: faults)
+            let target = h.path("stall.bin")
+            let id = try await h.session.schedule(h.server.url("/stall.bin"), to: .file(target))
+            var sawStall = false
+            let done = try await h.wait(id) { download in
+                if case .waiting(_, let reason) = download.state, reason.contains("stalled") { sawStall = true }
+                return download.state.isFinished
+            }
+            #expect(done.state == .completed)
+            #expect(sawStall)
+            #expect(sha256(ofFile: target) == h.server.sha256("/stall.bin"))
+            #expect(h.gets("/stall.bin").last?.range == "bytes=\(100 * 1024)-")
+        }
+    }
+
+    @Test func notFoundFailsWithTheStatusAndLeavesNoFile() async throws {
+        try await Harness.with { h in
+            let target = h.path("missing.bin")
+            let id = try await h.session.schedule(h.server.url("/missing.bin"), to: .file(target))
+            let done = try await h.wait(id) { $0.state.isFinished }
+            #expect(done.state == .failed(reason: "HTTP 404 Not Found"))
+            #expect(!FileManager.default.fileExists(atPath: target))
+            #expect(!FileManager.default.fileExists(atPath: target + ".part"))
+            #expect(h.gets("/missing.bin").count == 1)
+        }
+    }
+
+    @Test func aServerNameIsMadeSafeAndNeverOverwrites() async throws {
+        try await Harness.with { h in
+            var faults = Faults()
+            faults.contentDisposition = "attachment; filename=\"plain.txt\"; filename*=UTF-8''..%2F..%2Fevil%1B[31m.txt"
+            h.server.serve("/download.php", size: 1000, faults: faults)
+            #expect(FileManager.default.createFile(atPath: h.path("evil[31m.txt"), contents: Data("mine".utf8)))
+            let id = try await h.session.schedule(h.server.url("/download.php"), to: .directory(h.directory))
+            let done = try await h.waitCompleted(id)
+            #expect(done.completedPath == h.path("evil[31m.txt.1"))
+            #expect(FileManager.default.contents(atPath: h.path("evil[31m.txt")) == Data("mine".utf8))
+            #expect(sha256(ofFile: h.path("evil[31m.txt.1")) == h.server.sha256("/download.php"))
+        }
+    }
+
+    @Test func maxActiveLimitsAndRequeuesKeepingBytes() async throws {
+        try await Harness.with({ $0.maxActive = 2 }) { h in
+            for index in 0..<3 {
+                h.server.serve("/m\(index).bin", size: 2 * 1024 * 1024, faults: throttled(1024 * 1024))
+            }
+            var ids: [DownloadID] = []
+            for index in 0..<3 {
+                ids.append(try await h.session.schedule(h.server.url("/m\(index).bin"), to: .file(h.path("m\(index).bin"))))
+            }
+            var snapshot = await h.session.snapshot()
+            #expect(snapshot.downloads.map(\.state) == [.downloading, .downloading, .queued])
+            try await h.wait(ids[1]) { $0.bytesOnDisk > 64 * 1024 }
+            try await h.session.setMaxActive(1)
+            snapshot = await h.session.snapshot()
+            #expect(snapshot.downloads.map(\.state) == [.downloading, .queued, .queued])
+            #expect(snapshot[ids[1]]?.bytesOnDisk ?? 0 > 0)
+            try await h.session.move(ids[2], to: 0)
+            #expect(await h.session.snapshot().downloads.map(\.id) == [ids[2], ids[0], ids[1]])
+            try await h.session.setMaxActive(3)
+            for id in ids { try await h.waitCompleted(id) }
+            #expect(h.gets("/m1.bin").last?.range != nil)
+        }
+    }
+}
