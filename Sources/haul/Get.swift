@@ -24,7 +24,7 @@ struct Get: AsyncParsableCommand {
     @Flag(help: "Print one JSON object per event instead of text.")
     var json = false
 
-    @Option(name: [.short, .customLong("max-active")], help: "How many downloads run at once.")
+    @Option(name: [.customShort("j"), .customLong("max-active")], help: "How many downloads run at once.")
     var maxActive: Int = 3
 
     @Option(help: "Failed attempts in a row before a download fails.")

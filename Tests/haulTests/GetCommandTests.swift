@@ -1,0 +1,177 @@
+import Crypto
+import Foundation
+import LoopbackServer
+import Testing
+
+/// The real `haul` binary, run as a person or a script runs it.
+@Suite struct GetCommandTests {
+    struct Run {
+        var status: Int32
+        var stdout: String
+        var stderr: String
+    }
+
+    /// The `haul` built next to this test bundle.
+    static var binary: URL {
+        let bundleDirectory = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent()
+        let beside = bundleDirectory.appendingPathComponent("haul")
+        if FileManager.default.isExecutableFile(atPath: beside.path) { return beside }
+        // Fallback: the package's default build folder.
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        return root.appendingPathComponent(".build/debug/haul")
+    }
+
+    /// Runs `haul ARGS` in `directory`, waiting without blocking a thread; fails after `timeout` seconds.
+    func haul(_ arguments: [String], in directory: String, timeout: Double = 60) async throws -> Run {
+        let process = Process()
+        process.executableURL = Self.binary
+        process.arguments = arguments
+        process.currentDirectoryURL = URL(fileURLWithPath: directory)
+        let out = directory + "/.stdout-\(UUID().uuidString)"
+        let err = directory + "/.stderr-\(UUID().uuidString)"
+        FileManager.default.createFile(atPath: out, contents: nil)
+        FileManager.default.createFile(atPath: err, contents: nil)
+        process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: out))
+        process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: err))
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        let deadline = Date().addingTimeInterval(timeout)
+        while process.isRunning {
+            if Date() > deadline {
+                process.terminate()
+                Issue.record("haul \(arguments) did not finish in \(timeout) s")
+                break
+            }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        process.waitUntilExit()
+        defer {
+            try? FileManager.default.removeItem(atPath: out)
+            try? FileManager.default.removeItem(atPath: err)
+        }
+        return Run(
+            status: process.terminationStatus,
+            stdout: (try? String(contentsOfFile: out, encoding: .utf8)) ?? "",
+            stderr: (try? String(contentsOfFile: err, encoding: .utf8)) ?? ""
+        )
+    }
+
+    func withServer(_ body: (LoopbackServer, String) async throws -> Void) async throws {
+        let server = try await LoopbackServer.start()
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("haul-cli-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        do {
+            try await body(server, directory)
+        } catch {
+            await server.shutdown()
+            try? FileManager.default.removeItem(atPath: directory)
+            throw error
+        }
+        await server.shutdown()
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    func sha256(_ path: String) -> String {
+        guard let data = FileManager.default.contents(atPath: path) else { return "" }
+        return LoopbackContent.hex(SHA256.hash(data: data))
+    }
+
+    /// Files in `directory`, without the captured output files.
+    func files(_ directory: String) -> [String] {
+        ((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []).filter { !$0.hasPrefix(".std") }.sorted()
+    }
+
+    @Test func getWithOutputDownloadsTheFile() async throws {
+        try await withServer { server, directory in
+            server.serve("/file.bin", size: 2 * 1024 * 1024 + 5)
+            let run = try await haul(["get", server.url("/file.bin").absoluteString, "-o", "out.bin"], in: directory)
+            #expect(run.status == 0, "\(run.stderr)")
+            #expect(sha256(directory + "/out.bin") == server.sha256("/file.bin"))
+            #expect(run.stdout.contains("[1] completed"))
+            #expect(run.stderr.isEmpty)
+            #expect(files(directory) == ["out.bin"])
+        }
+    }
+
+    @Test func jsonPrintsOneObjectPerEvent() async throws {
+        try await withServer { server, directory in
+            var faults = Faults()
+            faults.throttleBytesPerSecond = 1024 * 1024
+            server.serve("/j.bin", size: 1536 * 1024, faults: faults)
+            let run = try await haul(["get", "--json", server.url("/j.bin").absoluteString, "-d", directory], in: directory)
+            #expect(run.status == 0, "\(run.stderr)")
+            let objects = try run.stdout.split(separator: "\n").map { line in
+                try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
+            }
+            #expect(objects.count >= 2)
+            for object in objects {
+                for key in ["event", "id", "url", "path", "state", "bytes", "total", "resumed_from", "error"] {
+                    #expect(object.keys.contains(key), "missing \(key) in \(object)")
+                }
+            }
+            #expect(objects.contains { $0["event"] as? String == "progress" }, "a 1.5 s download prints progress")
+            let last = try #require(objects.last)
+            #expect(last["state"] as? String == "completed")
+            #expect(last["path"] as? String == directory + "/j.bin")
+            #expect(last["bytes"] as? Int == 1536 * 1024)
+            #expect(sha256(directory + "/j.bin") == server.sha256("/j.bin"))
+        }
+    }
+
+    @Test func severalURLsIntoADirectoryNamedSafely() async throws {
+        try await withServer { server, directory in
+            var faults = Faults()
+            faults.contentDisposition = "attachment; filename=\"../../../etc/passwd\""
+            server.serve("/dl", size: 1000, faults: faults)
+            server.serve("/a/b/plain.txt", size: 2000)
+            server.serve("/", size: 300)
+            let urls = ["/dl", "/a/b/plain.txt", "/"].map { server.url($0).absoluteString }
+            let run = try await haul(["get"] + urls + ["-d", directory], in: directory)
+            #expect(run.status == 0, "\(run.stderr)")
+            #expect(files(directory) == ["index.html", "passwd", "plain.txt"])
+            #expect(sha256(directory + "/passwd") == server.sha256("/dl"))
+            let again = try await haul(["get", urls[1], "-d", directory], in: directory)
+            #expect(again.status == 0)
+            #expect(files(directory) == ["index.html", "passwd", "plain.txt", "plain.txt.1"], "never overwrites")
+        }
+    }
+
+    @Test func aFailedDownloadExitsOne() async throws {
+        try await withServer { server, directory in
+            server.serve("/ok.bin", size: 100)
+            let run = try await haul(["get", server.url("/missing").absoluteString, server.url("/ok.bin").absoluteString, "-d", directory], in: directory)
+            #expect(run.status == 1)
+            #expect(run.stdout.contains("failed: HTTP 404 Not Found"))
+            #expect(files(directory) == ["ok.bin"])
+        }
+    }
+
+    @Test(arguments: [
+        (["get", "not a url"], "invalid URL 'not a url'"),
+        (["get", "ftp://127.0.0.1/file"], "unsupported scheme 'ftp'"),
+        (["get", "http://127.0.0.1/a\r\nX-Evil: 1"], "contains control characters"),
+        (["get", "http://127.0.0.1/a", "-d", "/nonexistent/haul"], "directory does not exist"),
+        (["get", "http://127.0.0.1/a", "http://127.0.0.1/b", "-o", "x"], "-o/--output takes a single URL"),
+        (["get", "http://127.0.0.1/a", "-j", "0"], "--max-active must be at least 1"),
+        (["get"], "no URL given"),
+        (["get", "--bogus", "http://127.0.0.1/a"], "Unknown option '--bogus'"),
+    ])
+    func badInputExitsTwoWithOneLineAndCreatesNothing(arguments: [String], message: String) async throws {
+        try await withServer { _, directory in
+            let run = try await haul(arguments, in: directory)
+            #expect(run.status == 2)
+            #expect(run.stderr.contains(message), "\(run.stderr)")
+            #expect(run.stderr.split(separator: "\n").count == 1, "\(run.stderr)")
+            #expect(run.stdout.isEmpty)
+            #expect(files(directory).isEmpty)
+        }
+    }
+
+    @Test func helpExitsZero() async throws {
+        let directory = FileManager.default.temporaryDirectory.path
+        let run = try await haul(["get", "--help"], in: directory)
+        #expect(run.status == 0)
+        #expect(run.stdout.contains("--output"))
+        #expect(run.stdout.contains("--json"))
+    }
+}
