@@ -15,12 +15,16 @@ public struct Backoff: Sendable, Hashable {
 
     public static let standard = Backoff()
 
+    /// The longest `Retry-After` honoured, in seconds: a server asking for a day still gets a retry
+    /// within the hour, and the row keeps counting down meanwhile.
+    public static let longestRetryAfter: Double = 3600
+
     /// Seconds to wait after `failures` failures in a row (1 for the first), with `jitter` in 0..<1.
     public func delay(failures: Int, retryAfter: Double?, jitter: Double) -> Double {
         let exponent = Double(max(0, min(failures - 1, 30)))
         let base = min(cap, initial * pow2(exponent))
         let jittered = min(cap, base * (1 - spread + 2 * spread * jitter))
-        return max(jittered, retryAfter ?? 0)
+        return max(jittered, min(retryAfter ?? 0, Self.longestRetryAfter))
     }
 
     private func pow2(_ exponent: Double) -> Double {

@@ -115,8 +115,10 @@ public enum ResumeRules {
             guard case .resume(let offset, _) = plan else {
                 return .fail(reason: "\(response.statusText) for a request without Range")
             }
-            let serverTotal = response.contentRange.flatMap(ContentRange.init)?.total
-            if offset == (serverTotal ?? knownTotal) {
+            // Complete only when every length known, ours and the server's, is exactly the offset:
+            // a resource that shrank to our offset is another version, not the end of ours.
+            let totals = [response.contentRange.flatMap(ContentRange.init)?.total, knownTotal].compactMap { $0 }
+            if !totals.isEmpty, totals.allSatisfy({ $0 == offset }) {
                 return .complete(total: offset)
             }
             return .refetch(reason: "range not satisfiable (resource shorter than the part file)")

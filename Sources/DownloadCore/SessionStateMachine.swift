@@ -23,6 +23,9 @@ public struct SessionStateMachine: Sendable {
     }
 
     /// What a transfer needs to know to make one attempt.
+    ///
+    /// `validators` and `knownTotal` are those known when the attempt was ordered; the owner must read
+    /// them again (`resumeBasis`) once the previous attempt on the part file has ended.
     public struct TransferOrder: Sendable, Hashable {
         public var id: DownloadID
         public var attempt: AttemptID
@@ -127,6 +130,12 @@ public struct SessionStateMachine: Sendable {
 
     public var snapshot: SessionSnapshot {
         SessionSnapshot(downloads: all, maxActive: configuration.maxActive)
+    }
+
+    /// The validators and total that describe the bytes in the part file of `id` now.
+    public func resumeBasis(_ id: DownloadID) -> (validators: Validators, knownTotal: Int64?)? {
+        guard let download = downloads[id] else { return nil }
+        return (Validators(etag: download.etag, lastModified: download.lastModified), download.totalBytes)
     }
 
     /// The attempt currently transferring `id`, if any.
@@ -299,8 +308,13 @@ public struct SessionStateMachine: Sendable {
     // MARK: Transfer events
 
     /// The attempt got its response head and decided how its body relates to the bytes on disk.
+    ///
+    /// Applied even when the attempt was paused meanwhile: it reports what the part file now holds
+    /// (a restart has already truncated it), and attempts on one part file never overlap, so the
+    /// latest report is the truth the next attempt must resume from. Only a cancelled download,
+    /// whose bytes are gone, ignores it.
     public mutating func transferResponded(_ id: DownloadID, attempt: AttemptID, info: ResponseInfo) {
-        guard running[id] == attempt, var download = downloads[id] else { return }
+        guard var download = downloads[id], download.state != .cancelled else { return }
         download.lastStatus = info.status
         download.finalURL = info.finalURL
         if let total = info.total { download.totalBytes = total }
@@ -458,25 +472,31 @@ public struct SessionStateMachine: Sendable {
         return actions
     }
 
-    /// Unfinished downloads may not share a destination file or a part file.
+    /// Whether the download still owns its part file: everything but completed and cancelled (a failed
+    /// download keeps its bytes for a retry).
+    private static func ownsPartFile(_ download: Download) -> Bool {
+        download.state != .completed && download.state != .cancelled
+    }
+
+    /// Downloads that own a part file may not share a destination file or a part file.
     private func checkDestinationFree(_ destination: Destination, ignoring: DownloadID?) throws(TransitionError) {
         guard case .file(let path) = destination else { return }
-        for download in downloads.values where download.id != ignoring && !download.state.isFinished {
+        for download in downloads.values where download.id != ignoring && Self.ownsPartFile(download) {
             if download.destination == destination || download.extraDestinations.contains(destination) || download.partPath == path + ".part" {
                 throw .destinationInUse(path)
             }
         }
     }
 
-    /// `<file>.part`, or `<dir>/<name from the URL>.part` with `.1`, `.2` … when another unfinished
-    /// download already uses that part file.
+    /// `<file>.part`, or `<dir>/<name from the URL>.part` with `.1`, `.2` … when another download
+    /// already owns that part file.
     private func partPath(for url: URL, destination: Destination) -> String {
         switch destination {
         case .file(let path):
             return path + ".part"
         case .directory(let directory):
             let name = FileNaming.name(for: url)
-            let inUse = Set(downloads.values.filter { !$0.state.isFinished }.map(\.partPath))
+            let inUse = Set(downloads.values.filter(Self.ownsPartFile).map(\.partPath))
             var attempt = 0
             while true {
                 let candidate = Self.join(directory, FileNaming.candidate(name, attempt: attempt)) + ".part"

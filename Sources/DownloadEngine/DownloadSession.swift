@@ -142,8 +142,9 @@ public actor DownloadSession {
     /// Must be called before the session is dropped.
     public func shutdown() async {
         guard !isShutDown else { return }
-        await perform(machine.pauseAll())
+        // Closed first: no intent, retry timer or freed slot can start anything from here on.
         isShutDown = true
+        await perform(machine.pauseAll())
         for timer in retryTimers.values { timer.cancel() }
         retryTimers.removeAll()
         ticker?.cancel()
@@ -156,23 +157,31 @@ public actor DownloadSession {
 
     // MARK: Carrying out actions
 
+    /// Carries out the machine's actions in two phases.
+    ///
+    /// First everything that needs no waiting happens at once, while the actions still match the
+    /// machine (no other intent can run in between): tasks are cancelled, deletes and starts are
+    /// queued on their part files, timers are set, files are placed. Only then does it wait for the
+    /// stopped transfers and the deletes, so that `pause` and `cancel` return when the bytes are still
+    /// or gone. An intent arriving during that wait sees a machine and a set of transfers that agree.
     private func perform(_ actions: [Action]) async {
+        var waits: [Task<Void, Never>] = []
         for action in actions {
             switch action {
             case .startTransfer(let order):
+                // A shut-down session starts nothing; the order is dropped with the session.
+                guard !isShutDown, machine.runningAttempt(order.id) == order.attempt else { continue }
                 start(order)
             case .stopTransfer(let id, let attempt):
                 guard let running = transfers[id], running.attempt == attempt else { continue }
                 running.task.cancel()
-                // Waiting here makes pause mean "no byte is written after this returns".
-                await running.task.value
+                waits.append(running.task)
             case .deletePartFile(_, let path):
-                await enqueueFileWork(on: path) {
-                    _ = unlink(path)
-                }.value
+                waits.append(enqueueFileWork(on: path) { _ = unlink(path) })
             case .finalize(let id):
                 finalize(id)
             case .scheduleRetry(let id, let token, let date):
+                guard !isShutDown else { continue }
                 retryTimers.removeValue(forKey: id)?.cancel()
                 retryTimers[id] = Task { [weak self] in
                     let delay = max(0, date.timeIntervalSinceNow)
@@ -183,6 +192,8 @@ public actor DownloadSession {
             }
         }
         publish()
+        for task in waits { await task.value }
+        if !waits.isEmpty { publish() }
     }
 
     private func start(_ order: SessionStateMachine.TransferOrder) {
@@ -194,6 +205,9 @@ public actor DownloadSession {
             headTimeout: Self.timeAmount(configuration.connectTimeout + configuration.stallTimeout),
             stallSeconds: configuration.stallTimeout.components.seconds,
             syncOnCompletion: configuration.syncOnCompletion,
+            basis: { [weak self] in
+                await self?.resumeBasis(id) ?? (order.validators, order.knownTotal)
+            },
             responded: { [weak self] info in await self?.transferResponded(id, attempt: attempt, info: info) }
         )
         configuration.logger.debug("start", metadata: ["id": "\(id)", "attempt": "\(attempt)"])
@@ -214,6 +228,10 @@ public actor DownloadSession {
         }
         fileTails[path] = task
         return task
+    }
+
+    private func resumeBasis(_ id: DownloadID) -> (validators: Validators, knownTotal: Int64?)? {
+        machine.resumeBasis(id)
     }
 
     private func transferResponded(_ id: DownloadID, attempt: AttemptID, info: SessionStateMachine.ResponseInfo) {
@@ -237,19 +255,24 @@ public actor DownloadSession {
         await perform(machine.retryTimerFired(id, token: token))
     }
 
-    /// Moves the finished part file to the first requester's destination and gives every other
-    /// requester its own copy (a hard link when possible).
+    /// Gives every extra requester its own copy of the finished part file (a hard link when
+    /// possible), then moves the part file to the first requester's destination.
+    ///
+    /// The move comes last so that any failure leaves the bytes in the part file: the download
+    /// fails with the reason, the copies made so far are removed, and a retry finds everything on
+    /// disk (a 416 completes it without fetching a byte).
     private func finalize(_ id: DownloadID) {
         guard let download = machine.download(id) else { return }
+        let name = download.serverFileName ?? FileNaming.name(for: download.url)
+        var extras: [String] = []
         do {
-            let name = download.serverFileName ?? FileNaming.name(for: download.url)
-            let primary = try FilePlacement.place(download.partPath, at: download.destination, name: name, move: true)
-            var paths = [primary]
             for extra in download.extraDestinations {
-                paths.append(try FilePlacement.place(primary, at: extra, name: name, move: false))
+                extras.append(try FilePlacement.place(download.partPath, at: extra, name: name, move: false))
             }
-            machine.finalized(id, paths: paths)
+            let primary = try FilePlacement.place(download.partPath, at: download.destination, name: name, move: true)
+            machine.finalized(id, paths: [primary] + extras)
         } catch {
+            for path in extras { unlink(path) }
             machine.finalizeFailed(id, reason: error.description)
         }
     }

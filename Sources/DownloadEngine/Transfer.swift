@@ -28,6 +28,9 @@ struct Transfer: Sendable {
     let stallSeconds: Int64
     /// fsync the part file before reporting completion.
     let syncOnCompletion: Bool
+    /// The validators and total that describe the part file now, read when the attempt really starts
+    /// (the previous attempt on the file may have changed them after this one was ordered).
+    let basis: @Sendable () async -> (validators: Validators, knownTotal: Int64?)
     /// Called once per attempt, when the response that will be written has been accepted.
     let responded: @Sendable (SessionStateMachine.ResponseInfo) async -> Void
 
@@ -36,7 +39,8 @@ struct Transfer: Sendable {
     /// The part file is opened (created) only once a response worth writing arrived, so a 404 or a
     /// refused connection leaves no file behind.
     func run() async -> (outcome: Outcome, bytesOnDisk: Int64) {
-        var attempt = Attempt(path: order.partPath)
+        let (validators, knownTotal) = await basis()
+        var attempt = Attempt(path: order.partPath, validators: validators, knownTotal: knownTotal)
         do {
             attempt.startLength = try PartFile.existingLength(order.partPath)
         } catch {
@@ -51,23 +55,33 @@ struct Transfer: Sendable {
             return (Self.outcome(of: failure), attempt.length)
         } catch {
             if Task.isCancelled { return (.stopped, attempt.length) }
-            return (classify(error, progressed: attempt.written > 0), attempt.length)
+            return (classify(error, progressed: attempt.grew), attempt.length)
         }
     }
 
-    /// The part file of one attempt, opened on first use.
+    /// The part file of one attempt, opened on first use, and what is known about its bytes.
     private struct Attempt {
         var path: String
+        var validators: Validators
+        var knownTotal: Int64?
         var file: PartFile?
         var startLength: Int64 = 0
-        var written: Int64 = 0
+        /// Whether the bytes found were discarded (a restart from zero).
+        var restarted = false
 
-        init(path: String) {
+        init(path: String, validators: Validators, knownTotal: Int64?) {
             self.path = path
+            self.validators = validators
+            self.knownTotal = knownTotal
         }
 
         /// Bytes in the part file now.
         var length: Int64 { file?.length ?? startLength }
+
+        /// Whether the attempt left more of the same version than it found. A restart never counts
+        /// (it can only succeed by completing), or a server that ignores ranges and drops every
+        /// connection would be retried forever.
+        var grew: Bool { !restarted && length > startLength }
 
         mutating func open() throws(PartFile.Failure) -> PartFile {
             if let file { return file }
@@ -82,21 +96,23 @@ struct Transfer: Sendable {
     }
 
     private func fetch(_ attempt: inout Attempt) async throws -> Outcome {
-        let validators = order.validators
-        var plan = ResumeRules.plan(partLength: attempt.startLength, knownTotal: order.knownTotal, validators: validators)
+        let validators = attempt.validators
+        let knownTotal = attempt.knownTotal
+        var plan = ResumeRules.plan(partLength: attempt.startLength, knownTotal: knownTotal, validators: validators)
         var refetched = false
         while true {
             let response = try await client.execute(request(for: plan), timeout: headTimeout)
             let facts = Self.facts(of: response)
-            switch ResumeRules.decide(plan: plan, response: facts, knownTotal: order.knownTotal, validators: validators) {
+            switch ResumeRules.decide(plan: plan, response: facts, knownTotal: knownTotal, validators: validators) {
             case .write(let offset, let total, let disposition):
                 // Bytes are thrown away only here, once the replacement is in hand.
                 let file = try attempt.open()
                 defer { file.close() }
+                if case .restarted = disposition { attempt.restarted = true }
                 if file.length != offset { try file.truncate(to: offset) }
                 progress.bytesOnDisk.store(offset, ordering: .relaxed)
                 await responded(info(response, facts: facts, total: total, disposition: disposition))
-                return try await stream(response.body, into: file, total: total, written: &attempt.written)
+                return try await stream(response.body, into: file, total: total, progressed: { attempt.grew })
             case .complete(let total):
                 await responded(info(response, facts: facts, total: total, disposition: .resumed(from: total, verified: validators.ifRange != nil)))
                 if syncOnCompletion {
@@ -119,7 +135,7 @@ struct Transfer: Sendable {
     }
 
     /// Writes the body at the end of the part file, never past `total`.
-    private func stream(_ body: HTTPClientResponse.Body, into file: PartFile, total: Int64?, written: inout Int64) async throws -> Outcome {
+    private func stream(_ body: HTTPClientResponse.Body, into file: PartFile, total: Int64?, progressed: () -> Bool) async throws -> Outcome {
         for try await var buffer in body {
             if let total {
                 let room = total - file.length
@@ -129,14 +145,13 @@ struct Transfer: Sendable {
                 }
             }
             try file.append(buffer)
-            written += Int64(buffer.readableBytes)
             progress.bytesOnDisk.store(file.length, ordering: .relaxed)
         }
         if let total, file.length < total {
             // A body shorter than promised is never success: keep the prefix and resume from it.
             return .retryable(
                 reason: "connection closed at \(Format.bytes(file.length)) of \(Format.bytes(total))",
-                retryAfter: nil, progressed: written > 0
+                retryAfter: nil, progressed: progressed()
             )
         }
         if syncOnCompletion { try file.sync() }

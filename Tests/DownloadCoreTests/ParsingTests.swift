@@ -161,6 +161,7 @@ import Testing
         #expect(backoff.delay(failures: 3, retryAfter: nil, jitter: 0.5) == 4)
         #expect(backoff.delay(failures: 100, retryAfter: nil, jitter: 0.999) == 60)
         #expect(backoff.delay(failures: 1, retryAfter: 10, jitter: 0.5) == 10)
+        #expect(backoff.delay(failures: 1, retryAfter: 86_400, jitter: 0.5) == Backoff.longestRetryAfter)
     }
 
     @Test func speedOverASlidingWindow() {

@@ -95,6 +95,12 @@ import Testing
         #expect(decide(.resume(from: 100, ifRange: "\"abc\""), ResponseFacts(status: 416)) == .complete(total: 100))
     }
 
+    @Test func a416ForAResourceThatShrankToTheOffsetIsNotCompletion() {
+        // Paused at 500 of 1000; the resource was replaced by a 500-byte version.
+        #expect(decide(.resume(from: 500, ifRange: nil), ResponseFacts(status: 416, contentRange: "bytes */500"), total: 1000, validators: Validators()) == .refetch(reason: "range not satisfiable (resource shorter than the part file)"))
+        #expect(decide(.resume(from: 500, ifRange: "\"abc\""), ResponseFacts(status: 416), total: nil) == .refetch(reason: "range not satisfiable (resource shorter than the part file)"))
+    }
+
     @Test func a416ElsewhereRefetches() {
         #expect(decide(.resume(from: 60, ifRange: "\"abc\""), ResponseFacts(status: 416, contentRange: "bytes */50")) == .refetch(reason: "range not satisfiable (resource shorter than the part file)"))
     }

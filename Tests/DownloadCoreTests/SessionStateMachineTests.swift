@@ -313,14 +313,43 @@ import Testing
         #expect(m.download(id)?.bytesOnDisk == 0)
     }
 
-    @Test func aResponseOfAnOldAttemptIsIgnored() throws {
+    @Test func aResponseOfAPausedAttemptStillDescribesTheDisk() throws {
+        // The attempt truncated the part file for a new version, then pause landed before its report
+        // reached the machine: the next resume must use the new version's validators, not the old.
         var m = machine()
         let (id, attempt) = try started(&m)
+        m.transferResponded(id, attempt: attempt, info: .init(status: 200, total: 10, validators: Validators(etag: "\"v1\""), finalURL: nil, serverFileName: nil, disposition: .fresh))
         _ = try m.pause(id)
         _ = try m.resume(id)
+        m.transferResponded(id, attempt: attempt, info: .init(status: 200, total: 5, validators: Validators(etag: "\"v2\""), finalURL: nil, serverFileName: nil, disposition: .restarted(reason: "resource changed")))
+        #expect(m.download(id)?.etag == "\"v2\"")
+        #expect(m.download(id)?.totalBytes == 5)
+        #expect(m.resumeBasis(id)?.validators == Validators(etag: "\"v2\""))
+        #expect(m.resumeBasis(id)?.knownTotal == 5)
+    }
+
+    @Test func aResponseAfterCancelIsIgnored() throws {
+        var m = machine()
+        let (id, attempt) = try started(&m)
+        _ = try m.cancel(id)
         m.transferResponded(id, attempt: attempt, info: .init(status: 200, total: 5, validators: Validators(etag: "\"old\""), finalURL: nil, serverFileName: nil, disposition: .fresh))
         #expect(m.download(id)?.etag == nil)
         #expect(m.download(id)?.totalBytes == nil)
+    }
+
+    @Test func aFailedDownloadKeepsItsPartFileAndDestination() throws {
+        var m = machine()
+        let (id, _) = try m.schedule(url: URL(string: "http://a.test/latest.tar.gz")!, destination: .directory("/d"))
+        guard let attempt = m.runningAttempt(id) else { Issue.record("not started"); return }
+        _ = m.transferFinished(id, attempt: attempt, outcome: .fatal(reason: "HTTP 500"), bytesOnDisk: 10, now: now, jitter: 0)
+        let (other, _) = try m.schedule(url: URL(string: "http://b.test/latest.tar.gz")!, destination: .directory("/d"))
+        #expect(m.download(id)?.partPath == "/d/latest.tar.gz.part")
+        #expect(m.download(other)?.partPath == "/d/latest.tar.gz.1.part")
+        let (single, singleAttempt) = try started(&m, URL(string: "http://c.test/x")!, to: "/d/x")
+        _ = m.transferFinished(single, attempt: singleAttempt, outcome: .fatal(reason: "HTTP 500"), bytesOnDisk: 10, now: now, jitter: 0)
+        #expect(throws: Machine.TransitionError.destinationInUse("/d/x")) {
+            try m.schedule(url: URL(string: "http://other.test/x")!, destination: .file("/d/x"))
+        }
     }
 
     @Test func aFailureOfAnOldAttemptDoesNotTouchTheNewOne() throws {

@@ -394,6 +394,65 @@ import Testing
         }
     }
 
+    @Test func aServerThatDropsEveryRestartFailsInsteadOfLoopingForever() async throws {
+        try await Harness.with({ $0.maxTries = 3 }) { h in
+            var faults = Faults()
+            faults.ignoreRange = true
+            faults.closeAfterBytes = 100 * 1024
+            faults.closeCount = .max
+            h.server.serve("/drops.bin", size: 1024 * 1024, faults: faults)
+            let id = try await h.session.schedule(h.server.url("/drops.bin"), to: .file(h.path("drops.bin")))
+            let done = try await h.wait(id) { $0.state.isFinished }
+            guard case .failed(let reason) = done.state else {
+                Issue.record("expected failed, got \(done.state)")
+                return
+            }
+            #expect(reason.contains("gave up after 3 tries"))
+            // The first attempt grew the file; each restart after it only rewrote bytes from zero.
+            #expect(h.gets("/drops.bin").count == 3)
+            #expect(fileSize(h.path("drops.bin.part")) ?? 0 > 0, "a failed download keeps its bytes")
+        }
+    }
+
+    @Test func concurrentIntentsNeverLeaveAPausedDownloadRunning() async throws {
+        try await Harness.with({ $0.maxActive = 1 }) { h in
+            h.server.serve("/ca.bin", size: 4 * 1024 * 1024, faults: throttled(1024 * 1024))
+            h.server.serve("/cb.bin", size: 4 * 1024 * 1024, faults: throttled(1024 * 1024))
+            let a = try await h.session.schedule(h.server.url("/ca.bin"), to: .file(h.path("ca.bin")))
+            let b = try await h.session.schedule(h.server.url("/cb.bin"), to: .file(h.path("cb.bin")))
+            try await h.wait(a) { $0.bytesOnDisk > 64 * 1024 }
+            // Pausing A frees its slot for B while A's transfer winds down; B is paused in that window.
+            async let pauseA: Void = h.session.pause(a)
+            async let pauseB: Void = h.session.pause(b)
+            _ = try await (pauseA, pauseB)
+            let snapshot = await h.session.snapshot()
+            #expect(snapshot[a]?.state == .paused)
+            #expect(snapshot[b]?.state == .paused)
+            try await Task.sleep(for: .milliseconds(300))
+            let sizeA = fileSize(h.path("ca.bin.part"))
+            let sizeB = fileSize(h.path("cb.bin.part"))
+            try await Task.sleep(for: .milliseconds(300))
+            #expect(fileSize(h.path("ca.bin.part")) == sizeA)
+            #expect(fileSize(h.path("cb.bin.part")) == sizeB, "a paused download kept writing")
+        }
+    }
+
+    @Test func cancelAndAnImmediateRescheduleNeverShareAPartFile() async throws {
+        try await Harness.with { h in
+            h.server.serve("/re.bin", size: 2 * 1024 * 1024, faults: throttled(4 * 1024 * 1024))
+            let url = h.server.url("/re.bin")
+            let target = h.path("re.bin")
+            let first = try await h.session.schedule(url, to: .file(target))
+            try await h.wait(first) { $0.bytesOnDisk > 64 * 1024 }
+            async let cancelled: Void = h.session.cancel(first)
+            async let again = h.session.schedule(url, to: .file(target))
+            let (_, second) = try await (cancelled, again)
+            let done = try await h.waitCompleted(second)
+            #expect(sha256(ofFile: target) == h.server.sha256("/re.bin"))
+            #expect(done.bytesOnDisk == 2 * 1024 * 1024)
+        }
+    }
+
     @Test func aStalledBodyIsDetectedAndResumed() async throws {
         try await Harness.with({ $0.stallTimeout = .seconds(1) }) { h in
             var faults = Faults()
