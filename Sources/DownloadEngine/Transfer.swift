@@ -148,9 +148,10 @@ struct Transfer: Sendable {
             progress.bytesOnDisk.store(file.length, ordering: .relaxed)
         }
         if let total, file.length < total {
-            // A body shorter than promised is never success: keep the prefix and resume from it.
+            // A body that ended short of the total (a partial 206, a close the client did not flag)
+            // is never success: keep the prefix and resume from it.
             return .retryable(
-                reason: "connection closed at \(Format.bytes(file.length)) of \(Format.bytes(total))",
+                reason: "body ended at \(Format.bytes(file.length)) of \(Format.bytes(total))",
                 retryAfter: nil, progressed: progressed()
             )
         }

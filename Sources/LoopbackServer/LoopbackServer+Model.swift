@@ -32,6 +32,11 @@ public struct Faults: Sendable, Hashable {
     public var chunked = false
     /// Serve 206 bodies starting this many bytes after the requested offset (and say so in Content-Range).
     public var rangeOffsetError: Int = 0
+    /// End 206 bodies this many bytes before the end, with a matching Content-Range and
+    /// Content-Length (a legal, properly framed partial answer)…
+    public var shortRangeBy: Int = 0
+    /// …in this many responses.
+    public var shortRangeCount: Int = 1
     /// Send this Content-Disposition header verbatim.
     public var contentDisposition: String?
 
@@ -69,4 +74,5 @@ struct ResourceEntry {
     var resetsServed = 0
     var closesServed = 0
     var stallsServed = 0
+    var shortRangesServed = 0
 }

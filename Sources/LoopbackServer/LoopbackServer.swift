@@ -14,6 +14,8 @@ public final class LoopbackServer: Sendable {
         var redirects: [String: (status: Int, location: String)] = [:]
         var log: [RequestRecord] = []
         var connections: [ObjectIdentifier: any Channel] = [:]
+        var inFlight = 0
+        var peakInFlight = 0
     }
 
     /// The port the server listens on.
@@ -108,6 +110,7 @@ public final class LoopbackServer: Sendable {
             entry.resetsServed = 0
             entry.closesServed = 0
             entry.stallsServed = 0
+            entry.shortRangesServed = 0
             state.resources[path] = entry
         }
     }
@@ -130,6 +133,11 @@ public final class LoopbackServer: Sendable {
             guard let path else { return state.log }
             return state.log.filter { $0.path == path }
         }
+    }
+
+    /// The most responses that were being written at the same time.
+    public var peakConcurrentResponses: Int {
+        state.withLock { $0.peakInFlight }
     }
 
     /// A stable seed per path, so two paths never serve the same bytes.
@@ -183,8 +191,11 @@ public final class LoopbackServer: Sendable {
         )
         let (index, plan) = state.withLock { state -> (Int, ResponsePlan) in
             state.log.append(record)
+            state.inFlight += 1
+            state.peakInFlight = max(state.peakInFlight, state.inFlight)
             return (state.log.count - 1, Self.plan(for: request, path: path, state: &state))
         }
+        defer { state.withLock { $0.inFlight -= 1 } }
         setStatus(index, plan.status)
 
         var headers = plan.headers
@@ -269,7 +280,12 @@ public final class LoopbackServer: Sendable {
             case .some(let requested):
                 status = 206
                 let start = min(requested.lowerBound + faults.rangeOffsetError, entry.size - 1)
-                range = start..<requested.upperBound
+                var end = requested.upperBound
+                if faults.shortRangeBy > 0, entry.shortRangesServed < faults.shortRangeCount {
+                    entry.shortRangesServed += 1
+                    end = max(start + 1, end - faults.shortRangeBy)
+                }
+                range = start..<end
                 headers.add(name: "Content-Range", value: "bytes \(range.lowerBound)-\(range.upperBound - 1)/\(entry.size)")
             }
         }

@@ -118,14 +118,14 @@ import Testing
         var delays: [Double] = []
         for _ in 0..<8 {
             let actions = m.transferFinished(id, attempt: attempt, outcome: .retryable(reason: "reset", retryAfter: nil, progressed: false), bytesOnDisk: 0, now: now, jitter: 0.5)
-            guard case .scheduleRetry(_, let token, let date) = try #require(actions.first) else { return }
+            guard case .scheduleRetry(_, let token, let date) = try #require(actions.first) else { Issue.record("unexpected actions"); return }
             delays.append(date.timeIntervalSince(now))
-            guard case .startTransfer(let order) = m.retryTimerFired(id, token: token).first else { return }
+            guard case .startTransfer(let order) = m.retryTimerFired(id, token: token).first else { Issue.record("unexpected actions"); return }
             (id, attempt) = (order.id, order.attempt)
         }
         #expect(delays == [1, 2, 4, 8, 16, 32, 60, 60])
         let actions = m.transferFinished(id, attempt: attempt, outcome: .retryable(reason: "429", retryAfter: 90, progressed: false), bytesOnDisk: 0, now: now, jitter: 0.5)
-        guard case .scheduleRetry(_, _, let date) = try #require(actions.first) else { return }
+        guard case .scheduleRetry(_, _, let date) = try #require(actions.first) else { Issue.record("unexpected actions"); return }
         #expect(date.timeIntervalSince(now) == 90)
     }
 
@@ -133,8 +133,8 @@ import Testing
         var m = machine()
         let (id, attempt) = try started(&m)
         let actions = m.transferFinished(id, attempt: attempt, outcome: .retryable(reason: "reset", retryAfter: nil, progressed: false), bytesOnDisk: 0, now: now, jitter: 0)
-        guard case .scheduleRetry(_, let token, _) = try #require(actions.first) else { return }
-        guard case .startTransfer(let order) = m.retryTimerFired(id, token: token).first else { return }
+        guard case .scheduleRetry(_, let token, _) = try #require(actions.first) else { Issue.record("unexpected actions"); return }
+        guard case .startTransfer(let order) = m.retryTimerFired(id, token: token).first else { Issue.record("unexpected actions"); return }
         _ = m.transferFinished(id, attempt: order.attempt, outcome: .retryable(reason: "reset", retryAfter: nil, progressed: true), bytesOnDisk: 10, now: now, jitter: 0)
         #expect(m.download(id)?.failedAttempts == 1)
     }
@@ -143,8 +143,8 @@ import Testing
         var m = machine(maxTries: 2)
         let (id, attempt) = try started(&m)
         let first = m.transferFinished(id, attempt: attempt, outcome: .retryable(reason: "reset", retryAfter: nil, progressed: false), bytesOnDisk: 0, now: now, jitter: 0)
-        guard case .scheduleRetry(_, let token, _) = try #require(first.first) else { return }
-        guard case .startTransfer(let order) = m.retryTimerFired(id, token: token).first else { return }
+        guard case .scheduleRetry(_, let token, _) = try #require(first.first) else { Issue.record("unexpected actions"); return }
+        guard case .startTransfer(let order) = m.retryTimerFired(id, token: token).first else { Issue.record("unexpected actions"); return }
         let second = m.transferFinished(id, attempt: order.attempt, outcome: .retryable(reason: "reset", retryAfter: nil, progressed: false), bytesOnDisk: 0, now: now, jitter: 0)
         #expect(second.isEmpty)
         #expect(m.download(id)?.state == .failed(reason: "reset (gave up after 2 tries)"))
@@ -185,7 +185,7 @@ import Testing
         _ = try started(&m)
         let (second, _) = try m.schedule(url: URL(string: "http://example.test/2")!, destination: .file("/d/2"))
         let actions = try m.setMaxActive(2)
-        guard case .startTransfer(let order) = try #require(actions.first) else { return }
+        guard case .startTransfer(let order) = try #require(actions.first) else { Issue.record("unexpected actions"); return }
         #expect(order.id == second)
     }
 
@@ -195,7 +195,7 @@ import Testing
         var m = machine()
         let (id, attempt) = try started(&m)
         let actions = m.transferFinished(id, attempt: attempt, outcome: .retryable(reason: "reset", retryAfter: nil, progressed: false), bytesOnDisk: 0, now: now, jitter: 0)
-        guard case .scheduleRetry(_, let token, _) = try #require(actions.first) else { return }
+        guard case .scheduleRetry(_, let token, _) = try #require(actions.first) else { Issue.record("unexpected actions"); return }
         #expect(try m.pause(id).isEmpty)
         #expect(m.download(id)?.state == .paused)
         #expect(m.retryTimerFired(id, token: token).isEmpty)
@@ -206,7 +206,7 @@ import Testing
         var m = machine()
         let (id, attempt) = try started(&m)
         let actions = m.transferFinished(id, attempt: attempt, outcome: .retryable(reason: "reset", retryAfter: nil, progressed: false), bytesOnDisk: 0, now: now, jitter: 0)
-        guard case .scheduleRetry(_, let token, _) = try #require(actions.first) else { return }
+        guard case .scheduleRetry(_, let token, _) = try #require(actions.first) else { Issue.record("unexpected actions"); return }
         guard case .startTransfer = try m.resume(id).first else { Issue.record("no start"); return }
         #expect(m.retryTimerFired(id, token: token).isEmpty, "the old timer must not start a second transfer")
     }
@@ -359,6 +359,77 @@ import Testing
         _ = try m.resume(id)
         #expect(m.transferFinished(id, attempt: attempt, outcome: .fatal(reason: "boom"), bytesOnDisk: 3, now: now, jitter: 0).isEmpty)
         #expect(m.download(id)?.state == .downloading)
+    }
+
+    @Test func aLateFinishOfAnOlderAttemptCannotOverwriteTheBytesOfANewerOne() throws {
+        var m = machine()
+        let (id, first) = try started(&m)
+        _ = try m.pause(id)
+        _ = try m.resume(id)
+        let second = try #require(m.runningAttempt(id))
+        _ = try m.pause(id)
+        _ = m.transferFinished(id, attempt: second, outcome: .stopped, bytesOnDisk: 700, now: now, jitter: 0)
+        _ = m.transferFinished(id, attempt: first, outcome: .stopped, bytesOnDisk: 300, now: now, jitter: 0)
+        #expect(m.download(id)?.bytesOnDisk == 700)
+    }
+
+    @Test func aLateFailureAfterPauseSchedulesNoRetry() throws {
+        var m = machine()
+        let (id, attempt) = try started(&m)
+        _ = try m.pause(id)
+        let actions = m.transferFinished(id, attempt: attempt, outcome: .retryable(reason: "reset", retryAfter: nil, progressed: false), bytesOnDisk: 5, now: now, jitter: 0)
+        #expect(actions.isEmpty)
+        #expect(m.download(id)?.state == .paused)
+        #expect(m.download(id)?.failedAttempts == 0)
+    }
+
+    @Test func aStaleTimerAfterCancelDoesNothing() throws {
+        var m = machine()
+        let (id, attempt) = try started(&m)
+        let actions = m.transferFinished(id, attempt: attempt, outcome: .retryable(reason: "reset", retryAfter: nil, progressed: false), bytesOnDisk: 0, now: now, jitter: 0)
+        guard case .scheduleRetry(_, let token, _) = try #require(actions.first) else { Issue.record("\(actions)"); return }
+        _ = try m.cancel(id)
+        #expect(m.retryTimerFired(id, token: token).isEmpty)
+        #expect(m.download(id)?.state == .cancelled)
+    }
+
+    @Test func anAttemptStoppedFromOutsidePausesWithAReason() throws {
+        var m = machine()
+        let (id, attempt) = try started(&m)
+        _ = m.transferFinished(id, attempt: attempt, outcome: .stopped, bytesOnDisk: 42, now: now, jitter: 0)
+        #expect(m.download(id)?.state == .paused)
+        #expect(m.download(id)?.lastError == "interrupted")
+        #expect(m.download(id)?.bytesOnDisk == 42)
+    }
+
+    @Test func aLateFinishOfARequeuedDownloadKeepsItQueuedWithItsBytes() throws {
+        var m = machine(maxActive: 2)
+        _ = try started(&m)
+        let (second, attempt) = try started(&m, URL(string: "http://example.test/2")!, to: "/d/2")
+        _ = try m.setMaxActive(1)
+        #expect(m.transferFinished(second, attempt: attempt, outcome: .completed, bytesOnDisk: 900, now: now, jitter: 0).isEmpty)
+        #expect(m.download(second)?.state == .queued)
+        #expect(m.download(second)?.bytesOnDisk == 900)
+    }
+
+    @Test func aFailedPlacementFailsTheDownload() throws {
+        var m = machine()
+        let (id, attempt) = try started(&m)
+        _ = m.transferFinished(id, attempt: attempt, outcome: .completed, bytesOnDisk: 9, now: now, jitter: 0)
+        m.finalizeFailed(id, reason: "cannot move the file to /d/file.bin: Permission denied")
+        #expect(m.download(id)?.state == .failed(reason: "cannot move the file to /d/file.bin: Permission denied"))
+        #expect(m.download(id)?.completedPath == nil)
+    }
+
+    @Test func schedulingAFailedURLAgainRetriesIt() throws {
+        var m = machine()
+        let (id, attempt) = try started(&m)
+        _ = m.transferFinished(id, attempt: attempt, outcome: .fatal(reason: "HTTP 500"), bytesOnDisk: 10, now: now, jitter: 0)
+        let (again, actions) = try m.schedule(url: url, destination: .file("/d/file.bin"))
+        #expect(again == id)
+        guard case .startTransfer = try #require(actions.first) else { Issue.record("\(actions)"); return }
+        #expect(m.download(id)?.state == .downloading)
+        #expect(m.download(id)?.failedAttempts == 0)
     }
 
     // MARK: Responses

@@ -15,7 +15,7 @@ struct Harness {
     static func testConfiguration() -> DownloadSession.Configuration {
         var configuration = DownloadSession.Configuration()
         configuration.backoff = Backoff(initial: 0.05, cap: 0.4)
-        configuration.stallTimeout = .seconds(2)
+        configuration.stallTimeout = .seconds(5)
         configuration.connectTimeout = .seconds(2)
         configuration.progressInterval = .milliseconds(20)
         return configuration
@@ -94,6 +94,15 @@ func sha256(ofFile path: String) -> String {
 
 func fileSize(_ path: String) -> Int64? {
     (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? NSNumber)?.int64Value
+}
+
+/// Faults that make the first response stop after exactly `bytes` body bytes and hold the connection
+/// open: a deterministic point to pause at, however loaded the machine is.
+func stalled(at bytes: Int, _ adjust: (inout Faults) -> Void = { _ in }) -> Faults {
+    var faults = Faults()
+    faults.stallAfterBytes = bytes
+    adjust(&faults)
+    return faults
 }
 
 func throttled(_ bytesPerSecond: Int, _ adjust: (inout Faults) -> Void = { _ in }) -> Faults {

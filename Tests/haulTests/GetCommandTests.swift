@@ -112,9 +112,37 @@ import Testing
             #expect(objects.contains { $0["event"] as? String == "progress" }, "a 1.5 s download prints progress")
             let last = try #require(objects.last)
             #expect(last["state"] as? String == "completed")
+            #expect(last["id"] as? Int == 1)
+            #expect(last["total"] as? Int == 1536 * 1024)
+            #expect(last["error"] is NSNull)
+            #expect(last["url"] as? String == server.url("/j.bin").absoluteString)
             #expect(last["path"] as? String == directory + "/j.bin")
             #expect(last["bytes"] as? Int == 1536 * 1024)
             #expect(sha256(directory + "/j.bin") == server.sha256("/j.bin"))
+        }
+    }
+
+    @Test func aResumeIsReportedWithItsOffset() async throws {
+        try await withServer { server, directory in
+            var faults = Faults()
+            faults.resetAfterBytes = 256 * 1024
+            server.serve("/resume.bin", size: 1024 * 1024, faults: faults)
+            server.serve("/resume2.bin", size: 1024 * 1024, faults: faults)
+            let run = try await haul(["get", "--json", server.url("/resume.bin").absoluteString, "-o", "r.bin"], in: directory)
+            #expect(run.status == 0, "\(run.stderr)")
+            let objects = try run.stdout.split(separator: "\n").map { line in
+                try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
+            }
+            let resumed = try #require(objects.first { $0["event"] as? String == "resumed" })
+            let offset = try #require(resumed["resumed_from"] as? Int)
+            #expect(offset > 0 && offset <= 256 * 1024)
+            #expect(server.requests("/resume.bin").last?.range == "bytes=\(offset)-")
+            #expect(sha256(directory + "/r.bin") == server.sha256("/resume.bin"))
+            let text = try await haul(["get", server.url("/resume2.bin").absoluteString, "-o", "again.bin"], in: directory)
+            #expect(text.status == 0)
+            #expect(text.stdout.contains("[1] resumed at "), "\(text.stdout)")
+            #expect(text.stdout.contains("(verified with If-Range)"), "\(text.stdout)")
+            #expect(sha256(directory + "/again.bin") == server.sha256("/resume2.bin"))
         }
     }
 
