@@ -13,8 +13,6 @@ public struct Download: Sendable, Hashable, Identifiable {
     public var extraDestinations: [Destination] = []
     /// The partial file the bytes stream into.
     public var partPath: String
-    /// The file written at completion for the first requester (nil until then).
-    public var completedPath: String?
     /// Every file written at completion, the first requester's first.
     public var completedPaths: [String] = []
     public var state: DownloadState = .queued
@@ -57,6 +55,9 @@ public struct Download: Sendable, Hashable, Identifiable {
         self.destination = destination
         self.partPath = partPath
     }
+
+    /// The file written at completion for the first requester (nil until then).
+    public var completedPath: String? { completedPaths.first }
 
     /// Fraction done in 0...1, when the total is known.
     public var fractionDone: Double? {

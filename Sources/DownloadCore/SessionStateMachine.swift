@@ -143,8 +143,6 @@ public struct SessionStateMachine: Sendable {
         running[id]
     }
 
-    public var hasRunningTransfers: Bool { !running.isEmpty }
-
     // MARK: Intents
 
     /// Adds `url` to the queue, or attaches `destination` to the download already fetching it.
@@ -416,7 +414,6 @@ public struct SessionStateMachine: Sendable {
     /// The owner placed the finished file at `paths` (the first requester's first).
     public mutating func finalized(_ id: DownloadID, paths: [String]) {
         downloads[id]?.completedPaths = paths
-        downloads[id]?.completedPath = paths.first
     }
 
     /// The owner could not place the finished file; the bytes stay in the part file.

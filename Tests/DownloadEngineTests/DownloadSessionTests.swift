@@ -326,7 +326,8 @@ import Testing
             var ids: [(DownloadID, String)] = []
             for index in 0..<200 {
                 let path = "/small/\(index).bin"
-                h.server.serve(path, size: 1000 + index * 97)
+                // Throttled so each takes 10-200 ms: the eight slots stay full while the queue drains.
+                h.server.serve(path, size: 1000 + index * 97, faults: throttled(100_000))
                 ids.append((try await h.session.schedule(h.server.url(path), to: .directory(h.directory)), path))
             }
             var mostAtOnce = 0
