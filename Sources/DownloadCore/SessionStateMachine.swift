@@ -24,15 +24,14 @@ public struct SessionStateMachine: Sendable {
 
     /// What a transfer needs to know to make one attempt.
     ///
-    /// `validators` and `knownTotal` are those known when the attempt was ordered; the owner must read
-    /// them again (`resumeBasis`) once the previous attempt on the part file has ended.
+    /// It carries no validators: those describe the bytes in the part file, which the previous
+    /// attempt may still change after this one is ordered, so the transfer reads them
+    /// (`resumeBasis`) once that attempt has ended.
     public struct TransferOrder: Sendable, Hashable {
         public var id: DownloadID
         public var attempt: AttemptID
         public var url: URL
         public var partPath: String
-        public var validators: Validators
-        public var knownTotal: Int64?
     }
 
     /// What the owner must do, in order.
@@ -460,11 +459,7 @@ public struct SessionStateMachine: Sendable {
             latestAttempt[id] = attempt
             speedMeters[id] = SpeedMeter()
             active += 1
-            actions.append(.startTransfer(TransferOrder(
-                id: id, attempt: attempt, url: download.url, partPath: download.partPath,
-                validators: Validators(etag: download.etag, lastModified: download.lastModified),
-                knownTotal: download.totalBytes
-            )))
+            actions.append(.startTransfer(TransferOrder(id: id, attempt: attempt, url: download.url, partPath: download.partPath)))
         }
         return actions
     }

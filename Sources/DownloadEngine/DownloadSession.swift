@@ -192,8 +192,8 @@ public actor DownloadSession {
             }
         }
         publish()
+        // Each stopped transfer publishes its final byte count itself when it ends.
         for task in waits { await task.value }
-        if !waits.isEmpty { publish() }
     }
 
     private func start(_ order: SessionStateMachine.TransferOrder) {
@@ -205,9 +205,7 @@ public actor DownloadSession {
             headTimeout: Self.timeAmount(configuration.connectTimeout + configuration.stallTimeout),
             stallSeconds: configuration.stallTimeout.components.seconds,
             syncOnCompletion: configuration.syncOnCompletion,
-            basis: { [weak self] in
-                await self?.resumeBasis(id) ?? (order.validators, order.knownTotal)
-            },
+            basis: { [weak self] in await self?.resumeBasis(id) },
             responded: { [weak self] info in await self?.transferResponded(id, attempt: attempt, info: info) }
         )
         configuration.logger.debug("start", metadata: ["id": "\(id)", "attempt": "\(attempt)"])

@@ -29,8 +29,9 @@ struct Transfer: Sendable {
     /// fsync the part file before reporting completion.
     let syncOnCompletion: Bool
     /// The validators and total that describe the part file now, read when the attempt really starts
-    /// (the previous attempt on the file may have changed them after this one was ordered).
-    let basis: @Sendable () async -> (validators: Validators, knownTotal: Int64?)
+    /// (the previous attempt on the file may have changed them after this one was ordered); nil when
+    /// the download or the session is gone.
+    let basis: @Sendable () async -> (validators: Validators, knownTotal: Int64?)?
     /// Called once per attempt, when the response that will be written has been accepted.
     let responded: @Sendable (SessionStateMachine.ResponseInfo) async -> Void
 
@@ -39,15 +40,16 @@ struct Transfer: Sendable {
     /// The part file is opened (created) only once a response worth writing arrived, so a 404 or a
     /// refused connection leaves no file behind.
     func run() async -> (outcome: Outcome, bytesOnDisk: Int64) {
-        let (validators, knownTotal) = await basis()
-        var attempt = Attempt(path: order.partPath, validators: validators, knownTotal: knownTotal)
+        let startLength: Int64
         do {
-            attempt.startLength = try PartFile.existingLength(order.partPath)
+            startLength = try PartFile.existingLength(order.partPath)
         } catch {
             return (Self.outcome(of: error), 0)
         }
-        progress.bytesOnDisk.store(attempt.startLength, ordering: .relaxed)
-        guard !Task.isCancelled else { return (.stopped, attempt.startLength) }
+        progress.bytesOnDisk.store(startLength, ordering: .relaxed)
+        guard !Task.isCancelled, let (validators, knownTotal) = await basis() else { return (.stopped, startLength) }
+        var attempt = Attempt(path: order.partPath, validators: validators, knownTotal: knownTotal)
+        attempt.startLength = startLength
         do {
             let outcome = try await fetch(&attempt)
             return (outcome, attempt.length)

@@ -459,11 +459,12 @@ import Testing
 
     @Test func cancelAndAnImmediateRescheduleNeverShareAPartFile() async throws {
         try await Harness.with { h in
-            h.server.serve("/re.bin", size: 2 * 1024 * 1024, faults: throttled(4 * 1024 * 1024))
+            // The first response stops at 256 KiB, so it cannot complete before the cancel lands.
+            h.server.serve("/re.bin", size: 2 * 1024 * 1024, faults: stalled(at: 256 * 1024))
             let url = h.server.url("/re.bin")
             let target = h.path("re.bin")
             let first = try await h.session.schedule(url, to: .file(target))
-            try await h.wait(first) { $0.bytesOnDisk > 64 * 1024 }
+            try await h.wait(first) { $0.bytesOnDisk == 256 * 1024 }
             async let cancelled: Void = h.session.cancel(first)
             async let again = h.session.schedule(url, to: .file(target))
             let (_, second) = try await (cancelled, again)
