@@ -13,6 +13,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
     ],
     targets: [
         // Pure values: downloads, states, the state machine, snapshots, formatting. No I/O.
@@ -26,6 +27,15 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        // The durable queue: one AppDatabase facade over SQLite (WAL), the state directory and its lock.
+        // The only GRDB user.
+        .target(
+            name: "DownloadStore",
+            dependencies: [
+                "DownloadCore",
+                .product(name: "GRDB", package: "GRDB.swift"),
             ]
         ),
         // A SwiftNIO HTTP/1.1 server with Range, validators and fault injection (demo and tests).
@@ -43,6 +53,7 @@ let package = Package(
             dependencies: [
                 "DownloadCore",
                 "DownloadEngine",
+                "DownloadStore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -57,6 +68,7 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
+        .testTarget(name: "DownloadStoreTests", dependencies: ["DownloadCore", "DownloadStore"]),
         .testTarget(
             name: "LoopbackServerTests",
             dependencies: [

@@ -48,6 +48,9 @@ public struct Download: Sendable, Hashable, Identifiable {
     public var lastError: String?
     /// Failed attempts in a row (reset when an attempt makes progress).
     public var failedAttempts: Int = 0
+    /// Paused by a shutdown (quit, a signal, a dropped SSH connection), not by a person: the next
+    /// process that runs the queue resumes it.
+    public var pausedByShutdown: Bool = false
 
     public init(id: DownloadID, url: URL, destination: Destination, partPath: String) {
         self.id = id

@@ -98,7 +98,8 @@ public struct SessionStateMachine: Sendable {
     }
 
     public private(set) var configuration: Configuration
-    private var downloads: [DownloadID: Download] = [:]
+    /// Every download by id; records which ids each change touched, for the journal.
+    private var downloads = TrackedDownloads()
     /// Queue order; every id in `downloads` appears exactly once.
     public private(set) var order: [DownloadID] = []
     /// The attempt transferring each `downloading` download.
@@ -108,6 +109,9 @@ public struct SessionStateMachine: Sendable {
     /// The retry timer each `waiting` download expects; other tokens are stale.
     private var retryTokens: [DownloadID: UInt64] = [:]
     private var speedMeters: [DownloadID: SpeedMeter] = [:]
+    /// Restored downloads this process does not run unless asked (`haul get` for other URLs): they
+    /// stay queued for the process that runs the whole queue.
+    public private(set) var held: Set<DownloadID> = []
     private var nextID: Int64 = 1
     private var nextAttempt: UInt64 = 1
     private var nextToken: UInt64 = 1
@@ -137,9 +141,55 @@ public struct SessionStateMachine: Sendable {
         return (Validators(etag: download.etag, lastModified: download.lastModified), download.totalBytes)
     }
 
+    /// The ids of the downloads changed (or removed) since the last call, for the journal.
+    public mutating func takeTouched() -> Set<DownloadID> {
+        downloads.takeTouched()
+    }
+
     /// The attempt currently transferring `id`, if any.
     public func runningAttempt(_ id: DownloadID) -> AttemptID? {
         running[id]
+    }
+
+    /// The newest completed download of `url` for exactly this requester, if any.
+    public func completedDownload(of url: URL, for destination: Destination) -> Download? {
+        let key = url.coalescingKey
+        return order.reversed().lazy.compactMap { downloads[$0] }.first { download in
+            download.state == .completed && download.url.coalescingKey == key
+                && (download.destination == destination || download.extraDestinations.contains(destination))
+        }
+    }
+
+    // MARK: Restoring
+
+    /// Loads a persisted queue into an empty machine; nothing starts until `startQueued()`.
+    ///
+    /// A download that was downloading or waiting when its process ended goes back to `queued`, and
+    /// so does one paused by a shutdown. With `holdPending`, those stay out of the running: they are
+    /// `held` until somebody schedules or resumes them.
+    public mutating func restore(_ restored: [Download], nextID: Int64, holdPending: Bool) {
+        guard downloads.isEmpty else { return }
+        for var download in restored where downloads[download.id] == nil {
+            download.bytesPerSecond = 0
+            switch download.state {
+            case .downloading, .waiting, .queued:
+                download.state = .queued
+                if holdPending { held.insert(download.id) }
+            case .paused where download.pausedByShutdown && !holdPending:
+                download.state = .queued
+                download.pausedByShutdown = false
+            case .paused, .completed, .failed, .cancelled:
+                break
+            }
+            downloads[download.id] = download
+            order.append(download.id)
+        }
+        self.nextID = max(nextID, (downloads.keys.map(\.rawValue).max() ?? 0) + 1)
+    }
+
+    /// Starts queued downloads while slots are free (after `restore`).
+    public mutating func startQueued() -> [Action] {
+        startEligible()
     }
 
     // MARK: Intents
@@ -160,6 +210,7 @@ public struct SessionStateMachine: Sendable {
                 downloads[existing] = download
             }
             var actions: [Action] = []
+            held.remove(existing)
             if download.state == .paused || isFailed(download.state) {
                 actions += try resume(existing)
             }
@@ -190,7 +241,9 @@ public struct SessionStateMachine: Sendable {
         case .completed, .failed, .cancelled:
             throw .illegal(id, state: download.state.word, intent: "pause")
         }
+        held.remove(id)
         download.state = .paused
+        download.pausedByShutdown = false
         downloads[id] = download
         return actions + startEligible()
     }
@@ -198,12 +251,14 @@ public struct SessionStateMachine: Sendable {
     /// Puts a paused download back in the queue, retries a failed one, or cuts a wait short.
     public mutating func resume(_ id: DownloadID) throws(TransitionError) -> [Action] {
         var download = try existing(id)
+        held.remove(id)
         switch download.state {
         case .queued, .downloading:
             return []
         case .paused, .failed, .waiting:
             retryTokens[id] = nil
             download.failedAttempts = 0
+            download.pausedByShutdown = false
             download.state = .queued
             downloads[id] = download
             return startEligible()
@@ -229,6 +284,7 @@ public struct SessionStateMachine: Sendable {
             break
         }
         retryTokens[id] = nil
+        held.remove(id)
         download.state = .cancelled
         download.bytesOnDisk = 0
         download.bytesPerSecond = 0
@@ -255,6 +311,18 @@ public struct SessionStateMachine: Sendable {
         // Lowest priority first, so that no freed slot starts a download that is about to be paused.
         for id in order.reversed() where downloads[id]?.state.isPending == true {
             actions += (try? pause(id)) ?? []
+        }
+        return actions
+    }
+
+    /// Pauses everything this process runs because it is shutting down: the downloads are marked
+    /// `pausedByShutdown`, so the next process that runs the queue resumes them. Held downloads stay
+    /// as they are.
+    public mutating func stopAll() -> [Action] {
+        var actions: [Action] = []
+        for id in order.reversed() where downloads[id]?.state.isPending == true && !held.contains(id) {
+            actions += (try? pause(id)) ?? []
+            downloads[id]?.pausedByShutdown = true
         }
         return actions
     }
@@ -450,7 +518,7 @@ public struct SessionStateMachine: Sendable {
         var active = running.count
         var actions: [Action] = []
         for id in order where active < configuration.maxActive {
-            guard var download = downloads[id], download.state == .queued else { continue }
+            guard var download = downloads[id], download.state == .queued, !held.contains(id) else { continue }
             let attempt = AttemptID(rawValue: nextAttempt)
             nextAttempt += 1
             download.state = .downloading
@@ -500,5 +568,29 @@ public struct SessionStateMachine: Sendable {
 
     static func join(_ directory: String, _ name: String) -> String {
         directory.hasSuffix("/") ? directory + name : directory + "/" + name
+    }
+}
+
+/// The machine's downloads by id, remembering which ids were written since the journal last asked,
+/// so a commit looks at the few downloads that changed, not the whole queue.
+struct TrackedDownloads: Sendable {
+    private var storage: [DownloadID: Download] = [:]
+    private var touched: Set<DownloadID> = []
+
+    subscript(id: DownloadID) -> Download? {
+        get { storage[id] }
+        set {
+            storage[id] = newValue
+            touched.insert(id)
+        }
+    }
+
+    var values: Dictionary<DownloadID, Download>.Values { storage.values }
+    var keys: Dictionary<DownloadID, Download>.Keys { storage.keys }
+    var isEmpty: Bool { storage.isEmpty }
+
+    mutating func takeTouched() -> Set<DownloadID> {
+        defer { touched = [] }
+        return touched
     }
 }

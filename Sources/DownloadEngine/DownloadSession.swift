@@ -25,6 +25,8 @@ public actor DownloadSession {
         public var userAgent: String = "haul/0.1"
         /// fsync each file before it is reported completed.
         public var syncOnCompletion: Bool = true
+        /// How often the bytes of each running download are fsync'd and checkpointed in the journal.
+        public var checkpointInterval: Duration = .seconds(1)
         public var logger: Logger = Logger(label: "haul.engine", factory: { _ in SwiftLogNoOpLogHandler() })
 
         public init() {}
@@ -45,7 +47,27 @@ public actor DownloadSession {
     private var retryTimers: [DownloadID: Task<Void, Never>] = [:]
     private var ticker: Task<Void, Never>?
     private let clockOrigin = ContinuousClock.now
+    private var lastCheckpoint = ContinuousClock.now
     private var isShutDown = false
+    private var shutdownTask: Task<Void, Never>?
+
+    // Journal state. A change is committed before the snapshot that shows it is published.
+    private let journal: (any QueueJournal)?
+    private let journalQueue = DispatchQueue(label: "haul.journal")
+    private let bootID: String?
+    /// The last commit in line; each waits for the one before, so commits and snapshots keep order.
+    private var journalTail: Task<Void, Never>?
+    /// Each download as the journal last committed it (speed zero, bytes the checkpoint).
+    private var committed: [DownloadID: Download] = [:]
+    private var committedOrder: [DownloadID] = []
+    private var committedPositions: [DownloadID: Int] = [:]
+    /// Downloads whose row must be looked at again (a new checkpoint, a failed commit).
+    private var journalDirty: Set<DownloadID> = []
+    /// How far each part file is known to be fsync'd: the most a checkpoint may claim.
+    private var durable: [DownloadID: Int64] = [:]
+    /// Bumped whenever a part file starts over at zero, so an fsync begun before cannot claim bytes after.
+    private var epochs: [DownloadID: Int] = [:]
+    private var checkpointing: Set<DownloadID> = []
 
     private struct RunningTransfer {
         var attempt: AttemptID
@@ -53,8 +75,11 @@ public actor DownloadSession {
         var progress: TransferProgress
     }
 
-    public init(configuration: Configuration = .init()) {
+    /// A session; with a `journal`, every change is committed there before it is published.
+    public init(configuration: Configuration = .init(), journal: (any QueueJournal)? = nil) {
         self.configuration = configuration
+        self.journal = journal
+        bootID = BootID.current()
         machine = SessionStateMachine(configuration: .init(
             maxActive: max(1, configuration.maxActive), maxTries: max(1, configuration.maxTries), backoff: configuration.backoff
         ))
@@ -75,6 +100,14 @@ public actor DownloadSession {
     @discardableResult
     public func schedule(_ url: URL, to destination: Destination) async throws(TransitionError) -> DownloadID {
         try checkOpen()
+        // A file this requester already has is not fetched again.
+        if let done = machine.completedDownload(of: url, for: destination) {
+            let requesters = [done.destination] + done.extraDestinations
+            if let index = requesters.firstIndex(of: destination), index < done.completedPaths.count,
+               FileSync.length(done.completedPaths[index]) != nil {
+                return done.id
+            }
+        }
         let (id, actions) = try machine.schedule(url: url, destination: destination)
         configuration.logger.info("schedule", metadata: ["id": "\(id)", "url": "\(url.redactingPassword)"])
         await perform(actions)
@@ -99,11 +132,13 @@ public actor DownloadSession {
     }
 
     /// Forgets a completed, failed or cancelled download; files stay.
-    public func remove(_ id: DownloadID) throws(TransitionError) {
+    public func remove(_ id: DownloadID) async throws(TransitionError) {
         try checkOpen()
         try machine.remove(id)
         retryTimers.removeValue(forKey: id)?.cancel()
-        publish()
+        durable[id] = nil
+        epochs[id] = nil
+        await publish().value
     }
 
     public func pauseAll() async {
@@ -137,24 +172,85 @@ public actor DownloadSession {
         machine.snapshot
     }
 
-    /// Pauses everything (bytes kept), waits for the transfers to stop and releases the HTTP client.
+    /// Stops everything this process runs (bytes kept, each marked to resume on the next start),
+    /// waits for the transfers to stop, commits the final checkpoints and releases the HTTP client.
     ///
-    /// Must be called before the session is dropped.
+    /// Must be called before the session is dropped; a second call waits for the first.
     public func shutdown() async {
-        guard !isShutDown else { return }
+        if let shutdownTask {
+            await shutdownTask.value
+            return
+        }
         // Closed first: no intent, retry timer or freed slot can start anything from here on.
         isShutDown = true
-        await perform(machine.pauseAll())
+        let task = Task { await self.closeDown() }
+        shutdownTask = task
+        await task.value
+    }
+
+    private func closeDown() async {
+        await perform(machine.stopAll())
         for timer in retryTimers.values { timer.cancel() }
         retryTimers.removeAll()
         ticker?.cancel()
         ticker = nil
         for transfer in transfers.values { transfer.task.cancel() }
         for tail in fileTails.values { await tail.value }
+        await publish().value
         try? await client.shutdown()
         continuation.finish()
     }
 
+    // MARK: Restoring a queue
+
+    /// Loads the queue a journal stored, reconciles each download with its part file, and starts
+    /// what may run.
+    ///
+    /// The bytes on disk are the truth (what `write` accepted before a `kill -9` survives in the
+    /// page cache); after a reboot only the fsync'd checkpoint is (see `QueueRecovery`). With
+    /// `startPending` false (`haul get`), downloads that were queued or running stay queued for
+    /// the process that runs the whole queue, unless scheduled again here.
+    ///
+    /// - Returns: one line per download that needed attention, for the log and the user.
+    @discardableResult
+    public func restore(_ stored: StoredQueue, startPending: Bool) async -> [String] {
+        guard machine.all.isEmpty, !isShutDown else { return [] }
+        let boot = bootID
+        let plans = await FileSync.run { () -> [(QueueRecovery.Plan, synced: Bool)] in
+            stored.downloads.map { download in
+                let partLength = FileSync.length(download.partPath)
+                var destinationLength: Int64?
+                if case .file(let path) = download.destination { destinationLength = FileSync.length(path) }
+                let plan = QueueRecovery.plan(
+                    download, partLength: partLength, checkpointBoot: stored.checkpointBoots[download.id],
+                    currentBoot: boot, destinationFileLength: destinationLength
+                )
+                if let length = plan.truncateTo { _ = FileSync.cut(download.partPath, to: length) }
+                // What the checkpoint will claim from now on must be on stable storage.
+                let synced = partLength != nil && FileSync.syncNow(download.partPath)
+                return (plan, synced)
+            }
+        }
+        var notes: [String] = []
+        for (plan, synced) in plans {
+            let download = plan.download
+            committed[download.id] = stored.downloads.first { $0.id == download.id }.map(Self.rowValue)
+            durable[download.id] = synced ? download.bytesOnDisk : min(download.bytesOnDisk, stored.downloads.first { $0.id == download.id }?.bytesOnDisk ?? 0)
+            if let note = plan.note {
+                notes.append("[\(download.id)] \(note)")
+                configuration.logger.notice("recovery", metadata: ["id": "\(download.id)", "note": "\(note)"])
+            }
+        }
+        committedOrder = stored.downloads.map(\.id)
+        // Positions are rewritten once, so they are exactly the queue order from here on.
+        committedPositions = [:]
+        machine.restore(plans.map(\.0.download), nextID: stored.nextID, holdPending: !startPending)
+        for (plan, _) in plans where plan.needsFinalize {
+            finalize(plan.download.id)
+        }
+        await perform(machine.startQueued())
+        return notes
+    }
     // MARK: Carrying out actions
 
     /// Carries out the machine's actions in two phases.
@@ -191,9 +287,10 @@ public actor DownloadSession {
                 }
             }
         }
-        publish()
+        let published = publish()
         // Each stopped transfer publishes its final byte count itself when it ends.
         for task in waits { await task.value }
+        await published.value
     }
 
     private func start(_ order: SessionStateMachine.TransferOrder) {
@@ -209,9 +306,13 @@ public actor DownloadSession {
             responded: { [weak self] info in await self?.transferResponded(id, attempt: attempt, info: info) }
         )
         configuration.logger.debug("start", metadata: ["id": "\(id)", "attempt": "\(attempt)"])
-        let task = enqueueFileWork(on: order.partPath) { [weak self] in
+        let path = order.partPath
+        let syncedOnCompletion = configuration.syncOnCompletion
+        let task = enqueueFileWork(on: path) { [weak self] in
             let (outcome, bytes) = await transfer.run()
-            await self?.transferEnded(id, attempt: attempt, outcome: outcome, bytesOnDisk: bytes)
+            // The bytes an attempt leaves become a checkpoint only once they are on stable storage.
+            let synced = outcome == .completed ? syncedOnCompletion : await FileSync.sync(path)
+            await self?.transferEnded(id, attempt: attempt, outcome: outcome, bytesOnDisk: bytes, synced: synced)
         }
         transfers[id] = RunningTransfer(attempt: attempt, task: task, progress: progress)
         startTicker()
@@ -234,12 +335,24 @@ public actor DownloadSession {
 
     private func transferResponded(_ id: DownloadID, attempt: AttemptID, info: SessionStateMachine.ResponseInfo) {
         machine.transferResponded(id, attempt: attempt, info: info)
+        switch info.disposition {
+        case .fresh, .restarted:
+            // The part file was cut to zero: nothing of the new version is synced yet.
+            durable[id] = 0
+            epochs[id, default: 0] += 1
+        case .resumed(let offset, _):
+            durable[id] = min(durable[id] ?? 0, offset)
+        }
         configuration.logger.info("response", metadata: ["id": "\(id)", "status": "\(info.status)", "disposition": "\(info.disposition)"])
         publish()
     }
 
-    private func transferEnded(_ id: DownloadID, attempt: AttemptID, outcome: SessionStateMachine.Outcome, bytesOnDisk: Int64) async {
+    private func transferEnded(_ id: DownloadID, attempt: AttemptID, outcome: SessionStateMachine.Outcome, bytesOnDisk: Int64, synced: Bool) async {
         if transfers[id]?.attempt == attempt { transfers[id] = nil }
+        if synced, let state = machine.download(id)?.state, state != .cancelled {
+            durable[id] = bytesOnDisk
+            journalDirty.insert(id)
+        }
         configuration.logger.info("attempt ended", metadata: ["id": "\(id)", "attempt": "\(attempt)", "outcome": "\(outcome)"])
         let actions = machine.transferFinished(
             id, attempt: attempt, outcome: outcome, bytesOnDisk: bytesOnDisk, now: Date(), jitter: Double.random(in: 0..<1)
@@ -303,12 +416,128 @@ public actor DownloadSession {
                 changed = true
             }
         }
+        if journal != nil, lastCheckpoint.duration(to: .now) >= configuration.checkpointInterval {
+            lastCheckpoint = .now
+            checkpointRunning()
+        }
         if changed { publish() }
         return true
     }
 
-    private func publish() {
-        continuation.yield(machine.snapshot)
+    /// fsyncs the part file of each running download that grew, then lets the journal claim the
+    /// bytes counted before the sync began. The sync runs on its own thread: the transfer keeps
+    /// writing meanwhile and never waits for it.
+    private func checkpointRunning() {
+        for (id, transfer) in transfers where !checkpointing.contains(id) {
+            let bytes = transfer.progress.bytesOnDisk.load(ordering: .relaxed)
+            guard bytes > durable[id] ?? 0, let path = machine.download(id)?.partPath else { continue }
+            checkpointing.insert(id)
+            let attempt = transfer.attempt
+            let epoch = epochs[id, default: 0]
+            Task { [weak self] in
+                let synced = await FileSync.sync(path)
+                await self?.checkpointed(id, attempt: attempt, epoch: epoch, bytes: bytes, synced: synced)
+            }
+        }
+    }
+
+    private func checkpointed(_ id: DownloadID, attempt: AttemptID, epoch: Int, bytes: Int64, synced: Bool) {
+        checkpointing.remove(id)
+        // A restart since the sync began means the bytes counted belong to the old version.
+        guard synced, machine.runningAttempt(id) == attempt, epochs[id, default: 0] == epoch else { return }
+        durable[id] = max(durable[id] ?? 0, bytes)
+        journalDirty.insert(id)
+        publish()
+    }
+
+    // MARK: Journal and snapshots
+
+    /// Commits what changed, then publishes the snapshot that shows it; returns the task doing so.
+    ///
+    /// Tasks queue behind each other, so commits and snapshots keep their order; a commit takes
+    /// everything that changed until it runs, so a burst of changes costs one transaction.
+    @discardableResult
+    private func publish() -> Task<Void, Never> {
+        let previous = journalTail
+        let task = Task {
+            await previous?.value
+            await self.commitAndYield()
+        }
+        journalTail = task
+        return task
+    }
+
+    private func commitAndYield() async {
+        let changes = takeChanges()
+        let snapshot = machine.snapshot
+        if let journal, !changes.isEmpty {
+            let failure: String? = await withCheckedContinuation { continuation in
+                journalQueue.async {
+                    do {
+                        try journal.commit(changes)
+                        continuation.resume(returning: nil)
+                    } catch {
+                        continuation.resume(returning: String(describing: error))
+                    }
+                }
+            }
+            if let failure { commitFailed(changes, reason: failure) }
+        }
+        continuation.yield(snapshot)
+    }
+
+    /// The rows that differ from what the journal holds, assumed committed from here on.
+    private func takeChanges() -> QueueChanges {
+        let touched = machine.takeTouched()
+        guard journal != nil else { return QueueChanges() }
+        var changes = QueueChanges()
+        changes.bootID = bootID
+        let order = machine.order
+        if order != committedOrder || committedPositions.count != order.count {
+            for (index, id) in order.enumerated() where committedPositions[id] != index {
+                changes.positions[id] = index
+                committedPositions[id] = index
+            }
+            committedOrder = order
+        }
+        for id in touched.union(journalDirty) {
+            guard let download = machine.download(id) else {
+                if committed.removeValue(forKey: id) != nil { changes.removed.append(id) }
+                committedPositions[id] = nil
+                continue
+            }
+            var row = Self.rowValue(download)
+            if download.state != .completed && download.state != .cancelled {
+                row.bytesOnDisk = min(download.bytesOnDisk, durable[id] ?? 0)
+            }
+            guard committed[id] != row else { continue }
+            committed[id] = row
+            changes.saved.append(row)
+            if let index = committedPositions[id] { changes.positions[id] = index }
+        }
+        journalDirty = []
+        return changes
+    }
+
+    /// Forgets that `changes` were committed, so the next commit writes them again.
+    private func commitFailed(_ changes: QueueChanges, reason: String) {
+        configuration.logger.error("journal commit failed", metadata: ["error": "\(reason)"])
+        for download in changes.saved { committed[download.id] = nil }
+        journalDirty.formUnion(changes.saved.map(\.id))
+        journalDirty.formUnion(changes.removed)
+        // A placeholder row: the next commit sees it without a download and deletes it again.
+        for id in changes.removed { committed[id] = Download(id: id, url: URL(fileURLWithPath: "/"), destination: .file("/"), partPath: "") }
+        if !changes.positions.isEmpty {
+            committedPositions = [:]
+            committedOrder = []
+        }
+    }
+
+    /// A download as the journal stores it: no speed.
+    private static func rowValue(_ download: Download) -> Download {
+        var row = download
+        row.bytesPerSecond = 0
+        return row
     }
 
     private func checkOpen() throws(TransitionError) {

@@ -1,16 +1,26 @@
 import ArgumentParser
 import DownloadCore
 import DownloadEngine
+import DownloadStore
 import Foundation
+import Logging
 
 /// `haul get`: download URLs without the terminal UI, printing state changes and progress.
 struct Get: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Download URLs headless, printing one line per state change.",
         discussion: """
-        Exit status: 0 when every download completed, 1 when any failed, 2 for bad input.
+        Runs on the persisted queue: a download interrupted earlier (a signal, a crash, a dropped SSH \
+        connection) resumes from its bytes on disk when asked for again, and a file already downloaded \
+        to the same place is not fetched again.
+
+        Exit status: 0 when every download completed, 1 when any failed or paused, 2 for bad input or \
+        a queue in use by another haul; 130, 143 or 129 after SIGINT, SIGTERM or SIGHUP (everything \
+        paused and checkpointed first).
         """
     )
+
+    @OptionGroup var state: StateOptions
 
     @Argument(help: "The http:// or https:// URLs to download.")
     var urls: [String] = []
@@ -40,14 +50,22 @@ struct Get: AsyncParsableCommand {
     var noFsync = false
 
     func run() async throws {
+        // Everything that can be refused is refused before the state directory is touched.
         let requests = try validatedRequests()
+        let store = try OpenStore(options: state)
         var configuration = DownloadSession.Configuration()
         configuration.maxActive = maxActive
         configuration.maxTries = maxTries
         configuration.stallTimeout = .seconds(stallTimeout)
         configuration.connectTimeout = .seconds(connectTimeout)
         configuration.syncOnCompletion = !noFsync
-        let session = DownloadSession(configuration: configuration)
+        configuration.logger = Logger(label: "haul.engine")
+        let session = DownloadSession(configuration: configuration, journal: store.database)
+        let interruption = Interruption(session: session)
+        let printer = ProgressPrinter(json: json, isTerminal: isatty(STDOUT_FILENO) == 1)
+        printer.baseline(store.queue)
+        let notes = await session.restore(store.queue, startPending: false)
+        store.logger.info("get", metadata: ["urls": "\(requests.count)", "restored": "\(store.queue.downloads.count)", "recovered": "\(notes.count)"])
 
         var ids: [DownloadID] = []
         for (url, destination) in requests {
@@ -58,7 +76,6 @@ struct Get: AsyncParsableCommand {
                 throw UsageError(message: error.description)
             }
         }
-        let printer = ProgressPrinter(json: json, isTerminal: isatty(STDOUT_FILENO) == 1)
         var finalSnapshot = await session.snapshot()
         printer.show(finalSnapshot, ids: ids)
         if !Self.allSettled(finalSnapshot, ids: ids) {
@@ -70,6 +87,11 @@ struct Get: AsyncParsableCommand {
         }
         printer.finish()
         await session.shutdown()
+        withExtendedLifetime(store) {}
+        if let signal = interruption.received {
+            store.logger.notice("interrupted", metadata: ["signal": "\(signal)"])
+            throw ExitCode(128 + signal)
+        }
         let allCompleted = ids.allSatisfy { finalSnapshot[$0]?.state == .completed }
         if !allCompleted { throw ExitCode(1) }
     }
@@ -94,10 +116,12 @@ struct Get: AsyncParsableCommand {
         for (name, value) in [("--max-active", maxActive), ("--max-tries", maxTries), ("--stall-timeout", stallTimeout), ("--connect-timeout", connectTimeout)] where value < 1 {
             throw UsageError(message: "\(name) must be at least 1")
         }
-        let directory = self.directory ?? FileManager.default.currentDirectoryPath
+        // Paths are stored in the queue, which outlives this working directory: make them absolute.
+        let workingDirectory = FileManager.default.currentDirectoryPath
+        let directory = Self.absolute(self.directory ?? workingDirectory, in: workingDirectory)
         if let output {
             guard parsed.count == 1 else { throw UsageError(message: "-o/--output takes a single URL; use -d/--dir for several") }
-            let path = output.hasPrefix("/") || self.directory == nil ? output : (directory as NSString).appendingPathComponent(output)
+            let path = Self.absolute(output, in: directory)
             guard !path.hasSuffix("/") else { throw UsageError(message: "-o/--output names a file, not a directory: \(path)") }
             var isDirectory: ObjCBool = false
             if FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), isDirectory.boolValue {
@@ -108,6 +132,14 @@ struct Get: AsyncParsableCommand {
         }
         try checkWritableDirectory(directory)
         return parsed.map { ($0, .directory(directory)) }
+    }
+
+    /// `path` made absolute against `base`, with `.` and `..` resolved (symlinks are kept).
+    static func absolute(_ path: String, in base: String) -> String {
+        let joined = path.hasPrefix("/") ? path : (base as NSString).appendingPathComponent(path)
+        let standardized = (joined as NSString).standardizingPath
+        // standardizingPath drops a trailing slash, which -o must still see to refuse it.
+        return path.hasSuffix("/") && !standardized.hasSuffix("/") ? standardized + "/" : standardized
     }
 
     private func checkWritableDirectory(_ path: String) throws {

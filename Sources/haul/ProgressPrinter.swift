@@ -18,6 +18,14 @@ final class ProgressPrinter {
         self.isTerminal = isTerminal && !json
     }
 
+    /// What the queue said before this run: resumes and restarts counted earlier are not news.
+    func baseline(_ queue: StoredQueue) {
+        for download in queue.downloads {
+            lastResumeCount[download.id] = download.resumeCount
+            lastRestartCount[download.id] = download.restartCount
+        }
+    }
+
     func show(_ snapshot: SessionSnapshot, ids: [DownloadID]) {
         let now = Date()
         for id in ids {
@@ -138,7 +146,16 @@ final class ProgressPrinter {
         return Int(size.ws_col)
     }
 
+    /// Writes to stdout with `write(2)`: a terminal that went away (SIGHUP) fails the write
+    /// instead of the process.
     private func write(_ text: String) {
-        FileHandle.standardOutput.write(Data(text.utf8))
+        let bytes = Array(text.utf8)
+        var offset = 0
+        while offset < bytes.count {
+            let written = bytes[offset...].withUnsafeBytes { Foundation.write(STDOUT_FILENO, $0.baseAddress, $0.count) }
+            if written < 0, errno == EINTR { continue }
+            guard written > 0 else { return }
+            offset += written
+        }
     }
 }

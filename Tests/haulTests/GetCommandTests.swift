@@ -22,15 +22,20 @@ import Testing
     }
 
     /// Runs `haul ARGS` in `directory`, waiting without blocking a thread; fails after `timeout` seconds.
-    func haul(_ arguments: [String], in directory: String, timeout: Double = 60) async throws -> Run {
+    ///
+    /// The queue lives in `directory/.state` unless `state` says otherwise.
+    func haul(_ arguments: [String], in directory: String, state: String? = nil, timeout: Double = 60) async throws -> Run {
         let process = Process()
         process.executableURL = Self.binary
         process.arguments = arguments
+        var environment = ProcessInfo.processInfo.environment
+        environment["HAUL_STATE_DIR"] = state ?? directory + "/.state"
+        process.environment = environment
         process.currentDirectoryURL = URL(fileURLWithPath: directory)
         let out = directory + "/.stdout-\(UUID().uuidString)"
         let err = directory + "/.stderr-\(UUID().uuidString)"
-        FileManager.default.createFile(atPath: out, contents: nil)
-        FileManager.default.createFile(atPath: err, contents: nil)
+        _ = FileManager.default.createFile(atPath: out, contents: nil)
+        _ = FileManager.default.createFile(atPath: err, contents: nil)
         process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: out))
         process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: err))
         process.standardInput = FileHandle.nullDevice
@@ -76,9 +81,9 @@ import Testing
         return LoopbackContent.hex(SHA256.hash(data: data))
     }
 
-    /// Files in `directory`, without the captured output files.
+    /// Files in `directory`, without the captured output and the state directory.
     func files(_ directory: String) -> [String] {
-        ((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []).filter { !$0.hasPrefix(".std") }.sorted()
+        ((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []).filter { !$0.hasPrefix(".") }.sorted()
     }
 
     @Test func getWithOutputDownloadsTheFile() async throws {
@@ -140,7 +145,7 @@ import Testing
             #expect(sha256(directory + "/r.bin") == server.sha256("/resume.bin"))
             let text = try await haul(["get", server.url("/resume2.bin").absoluteString, "-o", "again.bin"], in: directory)
             #expect(text.status == 0)
-            #expect(text.stdout.contains("[1] resumed at "), "\(text.stdout)")
+            #expect(text.stdout.contains("[2] resumed at "), "the queue remembers download 1: \(text.stdout)")
             #expect(text.stdout.contains("(verified with If-Range)"), "\(text.stdout)")
             #expect(sha256(directory + "/again.bin") == server.sha256("/resume2.bin"))
         }
@@ -160,7 +165,11 @@ import Testing
             #expect(sha256(directory + "/passwd") == server.sha256("/dl"))
             let again = try await haul(["get", urls[1], "-d", directory], in: directory)
             #expect(again.status == 0)
-            #expect(files(directory) == ["index.html", "passwd", "plain.txt", "plain.txt.1"], "never overwrites")
+            #expect(again.stdout.contains("[2] completed \(directory)/plain.txt"), "\(again.stdout)")
+            #expect(server.requests("/a/b/plain.txt").count == 1, "a file already downloaded there is not fetched again")
+            let fresh = try await haul(["get", urls[1], "-d", directory], in: directory, state: directory + "/.other-state")
+            #expect(fresh.status == 0)
+            #expect(files(directory) == ["index.html", "passwd", "plain.txt", "plain.txt.1"], "another queue never overwrites")
         }
     }
 
@@ -192,6 +201,7 @@ import Testing
             #expect(run.stderr.split(separator: "\n").count == 1, "\(run.stderr)")
             #expect(run.stdout.isEmpty)
             #expect(files(directory).isEmpty)
+            #expect(!FileManager.default.fileExists(atPath: directory + "/.state"), "bad input does not create the queue")
         }
     }
 

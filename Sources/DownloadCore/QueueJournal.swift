@@ -1,0 +1,42 @@
+import Foundation
+
+/// Where a session writes its queue so that a crash loses nothing.
+///
+/// The session calls `commit` before it publishes the change, from one serial queue outside the
+/// cooperative thread pool (a commit may block on the disk).
+public protocol QueueJournal: Sendable {
+    /// Writes the changes in one transaction, or throws and writes nothing.
+    func commit(_ changes: QueueChanges) throws
+}
+
+/// One transaction's worth of queue changes.
+public struct QueueChanges: Sendable, Hashable {
+    /// Downloads to insert or update, whole. Their `bytesOnDisk` is a checkpoint: the part file was
+    /// fsync'd at least that far before it was put here.
+    public var saved: [Download] = []
+    /// Queue positions that changed (every saved download's position is here too).
+    public var positions: [DownloadID: Int] = [:]
+    public var removed: [DownloadID] = []
+    /// The boot these checkpoints were taken in (`/proc/sys/kernel/random/boot_id`).
+    public var bootID: String?
+
+    public init() {}
+
+    public var isEmpty: Bool { saved.isEmpty && positions.isEmpty && removed.isEmpty }
+}
+
+/// A queue as the journal last committed it.
+public struct StoredQueue: Sendable, Hashable {
+    /// Every download, in queue order; `bytesOnDisk` is the last checkpoint.
+    public var downloads: [Download]
+    /// The boot each download's checkpoint was taken in.
+    public var checkpointBoots: [DownloadID: String]
+    /// The first id never used (ids are not reused, even after a removal).
+    public var nextID: Int64
+
+    public init(downloads: [Download] = [], checkpointBoots: [DownloadID: String] = [:], nextID: Int64 = 1) {
+        self.downloads = downloads
+        self.checkpointBoots = checkpointBoots
+        self.nextID = nextID
+    }
+}

@@ -1,0 +1,83 @@
+/// What a new process makes of a persisted download, given what it finds on disk.
+///
+/// The bytes on disk are the truth after a crash: what `write(2)` accepted before a `kill -9` is in
+/// the page cache and survives, so the part file's real length is where to resume. After a reboot
+/// that is no longer true (unsynced pages may be zeros or gone), so only the checkpoint, which was
+/// fsync'd before it was written, is trusted.
+public enum QueueRecovery {
+    /// What to do with one download before the queue runs.
+    public struct Plan: Sendable, Hashable {
+        /// The download as the new process should see it (bytes, notes).
+        public var download: Download
+        /// Cut the part file to this length first (after a reboot).
+        public var truncateTo: Int64?
+        /// The completed part file still waits to be placed at its destination (the process died
+        /// between completion and the move).
+        public var needsFinalize: Bool
+        /// A line for the log about what was found, when anything was off.
+        public var note: String?
+    }
+
+    /// Reconciles a persisted download with its part file.
+    ///
+    /// - Parameters:
+    ///   - download: the row as loaded; its `bytesOnDisk` is the last fsync'd checkpoint.
+    ///   - partLength: the part file's length now, nil when there is none.
+    ///   - checkpointBoot: the boot id stored with the checkpoint.
+    ///   - currentBoot: this boot's id (nil when unknown: then no reboot is assumed).
+    ///   - destinationFileLength: the length of the file at a `.file` destination, nil when none.
+    public static func plan(
+        _ download: Download, partLength: Int64?, checkpointBoot: String?, currentBoot: String?,
+        destinationFileLength: Int64? = nil
+    ) -> Plan {
+        var download = download
+        download.bytesPerSecond = 0
+        let rebooted = checkpointBoot != nil && currentBoot != nil && checkpointBoot != currentBoot
+        switch download.state {
+        case .cancelled:
+            return Plan(download: download, truncateTo: nil, needsFinalize: false, note: nil)
+        case .completed:
+            guard download.completedPaths.isEmpty else {
+                return Plan(download: download, truncateTo: nil, needsFinalize: false, note: nil)
+            }
+            // The process died after the last byte and before (or while) the file was placed.
+            if let partLength, download.totalBytes == nil || partLength == download.totalBytes {
+                download.bytesOnDisk = partLength
+                return Plan(download: download, truncateTo: nil, needsFinalize: true, note: "placing a completed file the previous process did not")
+            }
+            if case .file(let path) = download.destination, let length = destinationFileLength,
+               download.totalBytes == nil || length == download.totalBytes {
+                download.completedPaths = [path]
+                return Plan(download: download, truncateTo: nil, needsFinalize: false, note: nil)
+            }
+            download.state = .queued
+            return startOver(download, reason: "completed file was not placed before the previous process ended")
+        case .queued, .downloading, .waiting, .paused, .failed:
+            break
+        }
+        guard let partLength else {
+            guard download.bytesOnDisk > 0 else {
+                return Plan(download: download, truncateTo: nil, needsFinalize: false, note: nil)
+            }
+            return startOver(download, reason: "part file was missing")
+        }
+        if rebooted && partLength > download.bytesOnDisk {
+            let checkpoint = download.bytesOnDisk
+            download.lastError = "rebooted: resuming from the last synced checkpoint at \(Format.bytes(checkpoint))"
+            return Plan(download: download, truncateTo: checkpoint, needsFinalize: false, note: download.lastError)
+        }
+        download.bytesOnDisk = partLength
+        return Plan(download: download, truncateTo: nil, needsFinalize: false, note: nil)
+    }
+
+    private static func startOver(_ download: Download, reason: String) -> Plan {
+        var download = download
+        download.bytesOnDisk = 0
+        download.resumeOffset = nil
+        download.unverifiedResume = false
+        download.restartCount += 1
+        download.restartReason = reason
+        download.lastError = "\(reason): starting over from zero"
+        return Plan(download: download, truncateTo: nil, needsFinalize: false, note: download.lastError)
+    }
+}

@@ -1,0 +1,63 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import Dispatch
+import Foundation
+
+/// fsync and other blocking file work, on threads of their own.
+///
+/// A sync can take a long time when much data is dirty; it must never occupy one of the cooperative
+/// pool's few threads (two on this machine), where transfers and the session run.
+enum FileSync {
+    private static let queue = DispatchQueue(label: "haul.fsync", qos: .utility, attributes: .concurrent)
+
+    /// Flushes the file at `path` to stable storage; false when it does not exist or the sync failed.
+    ///
+    /// Any descriptor of a file flushes all of its data, so this needs no access to the writer's.
+    static func sync(_ path: String) async -> Bool {
+        await run { syncNow(path) }
+    }
+
+    /// Runs blocking `work` on the file-work threads.
+    static func run<T: Sendable>(_ work: @escaping @Sendable () -> T) async -> T {
+        await withCheckedContinuation { continuation in
+            queue.async { continuation.resume(returning: work()) }
+        }
+    }
+
+    static func syncNow(_ path: String) -> Bool {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        return fsync(fd) == 0
+    }
+
+    /// The length of the file at `path`, nil when there is none.
+    static func length(_ path: String) -> Int64? {
+        var info = stat()
+        guard stat(path, &info) == 0 else { return nil }
+        return Int64(info.st_size)
+    }
+
+    /// Cuts the file at `path` to `length` bytes.
+    static func cut(_ path: String, to length: Int64) -> Bool {
+        truncate(path, off_t(length)) == 0
+    }
+}
+
+/// This boot's identity, from `/proc/sys/kernel/random/boot_id`: a checkpoint taken in another boot
+/// survived a reboot, and only its fsync'd offset can be trusted.
+public enum BootID {
+    public static func current() -> String? {
+        let fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var buffer = [UInt8](repeating: 0, count: 64)
+        let count = read(fd, &buffer, buffer.count)
+        guard count > 0 else { return nil }
+        let text = String(decoding: buffer[0..<count], as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        return text.isEmpty ? nil : text
+    }
+}

@@ -1,0 +1,217 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import DownloadCore
+import Foundation
+import GRDB
+
+/// The queue's database: every download, its checkpoint and its requesters, in SQLite (WAL).
+///
+/// The one way in and out of the store. Commits are synchronous (the session calls them from its own
+/// serial queue) and durable: `synchronous = FULL`, so a committed state change survives a power loss,
+/// not only a crash.
+public struct AppDatabase: QueueJournal, Sendable {
+    /// An error of the store, for one line on stderr.
+    public struct Failure: Error, CustomStringConvertible {
+        public var description: String
+    }
+
+    private let writer: any DatabaseWriter
+
+    /// Opens (creating with mode 0600) and migrates the database at `path`.
+    ///
+    /// With `readOnly`, nothing is created or migrated: for `haul list` while another process owns
+    /// the queue.
+    public static func open(at path: String, readOnly: Bool = false) throws(Failure) -> AppDatabase {
+        do {
+            if !readOnly {
+                // SQLite creates its files with the default mode; create the database 0600 first
+                // (its -wal and -shm files copy the database's mode).
+                try createPrivateFile(path)
+            }
+            var configuration = Configuration()
+            configuration.readonly = readOnly
+            configuration.busyMode = .timeout(5)
+            configuration.label = "haul.queue"
+            configuration.prepareDatabase { db in
+                if !db.configuration.readonly {
+                    try db.execute(sql: "PRAGMA synchronous = FULL")
+                }
+            }
+            let pool = try DatabasePool(path: path, configuration: configuration)
+            return try AppDatabase(pool, migrate: !readOnly)
+        } catch let failure as Failure {
+            throw failure
+        } catch {
+            throw Failure(description: "cannot open the queue database \(path): \(Self.describe(error))")
+        }
+    }
+
+    private static func createPrivateFile(_ path: String) throws(Failure) {
+        #if canImport(Glibc)
+        let fd = Glibc.open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        #else
+        let fd = Darwin.open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        #endif
+        guard fd >= 0 else {
+            throw Failure(description: "cannot open the queue database \(path): \(String(cString: strerror(errno)))")
+        }
+        close(fd)
+    }
+
+    /// Wraps `writer`, migrating it to the current schema first.
+    public init(_ writer: any DatabaseWriter, migrate: Bool = true) throws {
+        self.writer = writer
+        if migrate {
+            try Self.migrator.migrate(writer)
+        } else if try writer.read({ db in try !Self.migrator.hasCompletedMigrations(db) }) {
+            throw Failure(description: "the queue database has an older schema; run haul once to migrate it")
+        }
+    }
+
+    /// Every schema the queue ever had, in order. Never edit a shipped migration: add one.
+    public static var migrator: DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("v1: queue") { db in
+            try db.create(table: "download") { t in
+                t.primaryKey("id", .integer)
+                t.column("url", .text).notNull()
+                t.column("destinationKind", .text).notNull()
+                t.column("destinationPath", .text).notNull()
+                t.column("partPath", .text).notNull()
+                t.column("completedPath", .text)
+                t.column("state", .text).notNull()
+                t.column("stateReason", .text)
+                t.column("waitingUntil", .datetime)
+                t.column("position", .integer).notNull()
+                t.column("bytesOnDisk", .integer).notNull().defaults(to: 0)
+                t.column("totalBytes", .integer)
+                t.column("etag", .text)
+                t.column("lastModified", .text)
+                t.column("finalURL", .text)
+                t.column("serverFileName", .text)
+                t.column("resumeOffset", .integer)
+                t.column("resumeCount", .integer).notNull().defaults(to: 0)
+                t.column("bytesSavedByResume", .integer).notNull().defaults(to: 0)
+                t.column("unverifiedResume", .boolean).notNull().defaults(to: false)
+                t.column("restartCount", .integer).notNull().defaults(to: 0)
+                t.column("restartReason", .text)
+                t.column("lastStatus", .integer)
+                t.column("lastError", .text)
+                t.column("failedAttempts", .integer).notNull().defaults(to: 0)
+                t.column("createdAt", .datetime).notNull()
+                t.column("updatedAt", .datetime).notNull()
+                t.column("completedAt", .datetime)
+            }
+            try db.create(index: "download_position", on: "download", columns: ["position"])
+            // Ids are never reused, even after the newest download is removed.
+            try db.create(table: "idSequence") { t in
+                t.primaryKey("name", .text)
+                t.column("next", .integer).notNull()
+            }
+        }
+        migrator.registerMigration("v2: requesters and boot checkpoints") { db in
+            try db.create(table: "requester") { t in
+                t.autoIncrementedPrimaryKey("id")
+                t.belongsTo("download", onDelete: .cascade).notNull()
+                t.column("position", .integer).notNull()
+                t.column("destinationKind", .text).notNull()
+                t.column("destinationPath", .text).notNull()
+                t.column("completedPath", .text)
+            }
+            try db.alter(table: "download") { t in
+                t.add(column: "checkpointBootID", .text)
+                t.add(column: "pausedByShutdown", .boolean).notNull().defaults(to: false)
+            }
+        }
+        return migrator
+    }
+
+    // MARK: Reading
+
+    /// The whole queue in order, with each checkpoint's boot.
+    public func loadQueue() throws(Failure) -> StoredQueue {
+        do {
+            return try writer.read { db in
+                let records = try DownloadRecord.order(DownloadRecord.Columns.position, DownloadRecord.Columns.id).fetchAll(db)
+                let requesters = Dictionary(grouping: try RequesterRecord.fetchAll(db), by: \.downloadId)
+                var queue = StoredQueue()
+                for record in records {
+                    guard let download = record.download(requesters: requesters[record.id] ?? []) else {
+                        throw Failure(description: "download \(record.id) in the queue database cannot be read (url or state is invalid)")
+                    }
+                    queue.downloads.append(download)
+                    if let boot = record.checkpointBootID { queue.checkpointBoots[download.id] = boot }
+                }
+                let next = try Int64.fetchOne(db, sql: "SELECT next FROM idSequence WHERE name = 'download'") ?? 1
+                queue.nextID = max(next, (records.map(\.id).max() ?? 0) + 1)
+                return queue
+            }
+        } catch let failure as Failure {
+            throw failure
+        } catch {
+            throw Failure(description: "cannot read the queue: \(Self.describe(error))")
+        }
+    }
+
+    // MARK: Writing
+
+    /// Writes `changes` in one transaction.
+    public func commit(_ changes: QueueChanges) throws {
+        guard !changes.isEmpty else { return }
+        let now = Date()
+        try writer.write { db in
+            for id in changes.removed {
+                _ = try DownloadRecord.deleteOne(db, key: id.rawValue)
+            }
+            var highestID: Int64 = 0
+            for download in changes.saved {
+                let key = download.id.rawValue
+                highestID = max(highestID, key)
+                let existing = try Row.fetchOne(db, sql: "SELECT createdAt, completedAt, position FROM download WHERE id = ?", arguments: [key])
+                let position = changes.positions[download.id] ?? existing?["position"] ?? 0
+                let record = DownloadRecord(
+                    download, position: position, bootID: changes.bootID, now: now,
+                    createdAt: existing?["createdAt"], completedAt: existing?["completedAt"]
+                )
+                try record.save(db)
+                try RequesterRecord.filter(RequesterRecord.Columns.downloadId == key).deleteAll(db)
+                for (index, destination) in download.extraDestinations.enumerated() {
+                    let (kind, path) = DownloadRecord.encode(destination)
+                    let completed = download.completedPaths.count > index + 1 ? download.completedPaths[index + 1] : nil
+                    let requester = RequesterRecord(
+                        id: nil, downloadId: key, position: index, destinationKind: kind, destinationPath: path, completedPath: completed
+                    )
+                    try requester.insert(db)
+                }
+            }
+            let saved = Set(changes.saved.map(\.id))
+            for (id, position) in changes.positions where !saved.contains(id) {
+                try db.execute(sql: "UPDATE download SET position = ? WHERE id = ?", arguments: [position, id.rawValue])
+            }
+            if highestID > 0 {
+                try db.execute(
+                    sql: """
+                    INSERT INTO idSequence (name, next) VALUES ('download', ?)
+                    ON CONFLICT(name) DO UPDATE SET next = max(next, excluded.next)
+                    """,
+                    arguments: [highestID + 1]
+                )
+            }
+        }
+    }
+
+    /// The schema migrations applied so far, oldest first (for tests and diagnostics).
+    public func appliedMigrations() throws -> [String] {
+        try writer.read { db in try Self.migrator.appliedMigrations(db) }
+    }
+
+    static func describe(_ error: any Error) -> String {
+        if let error = error as? DatabaseError {
+            return "\(error.resultCode): \(error.message ?? "unknown error")"
+        }
+        return String(describing: error)
+    }
+}

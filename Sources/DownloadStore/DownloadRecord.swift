@@ -1,0 +1,172 @@
+import DownloadCore
+import Foundation
+import GRDB
+
+/// One row of the `download` table: a download as the queue last committed it.
+struct DownloadRecord: Codable, FetchableRecord, PersistableRecord, Sendable {
+    static let databaseTableName = "download"
+
+    var id: Int64
+    var url: String
+    var destinationKind: String
+    var destinationPath: String
+    var partPath: String
+    /// Where the file was written at completion.
+    var completedPath: String?
+    /// The state word (`queued`, `downloading`, `paused`, `waiting`, `completed`, `failed`, `cancelled`).
+    var state: String
+    /// Why it waits or failed.
+    var stateReason: String?
+    var waitingUntil: Date?
+    var position: Int
+    /// The last checkpoint: the part file was fsync'd at least this far.
+    var bytesOnDisk: Int64
+    var totalBytes: Int64?
+    var etag: String?
+    var lastModified: String?
+    var finalURL: String?
+    var serverFileName: String?
+    var resumeOffset: Int64?
+    var resumeCount: Int
+    var bytesSavedByResume: Int64
+    var unverifiedResume: Bool
+    var restartCount: Int
+    var restartReason: String?
+    var lastStatus: Int?
+    var lastError: String?
+    var failedAttempts: Int
+    var pausedByShutdown: Bool
+    /// The boot the checkpoint was taken in; after a reboot only a synced checkpoint is trusted.
+    var checkpointBootID: String?
+    var createdAt: Date
+    var updatedAt: Date
+    var completedAt: Date?
+
+    enum Columns {
+        static let id = Column(CodingKeys.id)
+        static let position = Column(CodingKeys.position)
+        static let state = Column(CodingKeys.state)
+        static let createdAt = Column(CodingKeys.createdAt)
+        static let completedAt = Column(CodingKeys.completedAt)
+    }
+
+    static let requesters = hasMany(RequesterRecord.self)
+}
+
+/// One row of the `requester` table: a further requester of a coalesced download, who gets its own
+/// copy when the download completes.
+struct RequesterRecord: Codable, FetchableRecord, PersistableRecord, Sendable {
+    static let databaseTableName = "requester"
+
+    var id: Int64?
+    var downloadId: Int64
+    /// Order among the download's requesters (the first requester lives in `download` itself).
+    var position: Int
+    var destinationKind: String
+    var destinationPath: String
+    /// Where its copy was written at completion.
+    var completedPath: String?
+
+    enum Columns {
+        static let downloadId = Column(CodingKeys.downloadId)
+        static let position = Column(CodingKeys.position)
+    }
+}
+
+extension DownloadRecord {
+    /// The row for `download` at `position`; timestamps are the store's.
+    init(_ download: Download, position: Int, bootID: String?, now: Date, createdAt: Date?, completedAt: Date?) {
+        id = download.id.rawValue
+        url = download.url.absoluteString
+        (destinationKind, destinationPath) = Self.encode(download.destination)
+        partPath = download.partPath
+        completedPath = download.completedPaths.first
+        state = download.state.word
+        switch download.state {
+        case .waiting(let until, let reason):
+            stateReason = reason
+            waitingUntil = until
+        case .failed(let reason):
+            stateReason = reason
+            waitingUntil = nil
+        default:
+            stateReason = nil
+            waitingUntil = nil
+        }
+        self.position = position
+        bytesOnDisk = download.bytesOnDisk
+        totalBytes = download.totalBytes
+        etag = download.etag
+        lastModified = download.lastModified
+        finalURL = download.finalURL?.absoluteString
+        serverFileName = download.serverFileName
+        resumeOffset = download.resumeOffset
+        resumeCount = download.resumeCount
+        bytesSavedByResume = download.bytesSavedByResume
+        unverifiedResume = download.unverifiedResume
+        restartCount = download.restartCount
+        restartReason = download.restartReason
+        lastStatus = download.lastStatus
+        lastError = download.lastError
+        failedAttempts = download.failedAttempts
+        pausedByShutdown = download.pausedByShutdown
+        checkpointBootID = bootID
+        self.createdAt = createdAt ?? now
+        updatedAt = now
+        self.completedAt = download.state == .completed ? (completedAt ?? now) : nil
+    }
+
+    /// The download this row describes; nil when the row cannot be read back (a URL that no longer
+    /// parses), which the caller reports rather than guessing.
+    func download(requesters: [RequesterRecord]) -> Download? {
+        guard let parsedURL = URL(string: url), let destination = Self.decode(destinationKind, destinationPath) else { return nil }
+        var download = Download(id: DownloadID(id), url: parsedURL, destination: destination, partPath: partPath)
+        switch state {
+        case "queued": download.state = .queued
+        case "downloading": download.state = .downloading
+        case "paused": download.state = .paused
+        case "waiting": download.state = .waiting(until: waitingUntil ?? .distantPast, reason: stateReason ?? "")
+        case "completed": download.state = .completed
+        case "failed": download.state = .failed(reason: stateReason ?? lastError ?? "failed")
+        case "cancelled": download.state = .cancelled
+        default: return nil
+        }
+        let extras = requesters.sorted { $0.position < $1.position }
+        download.extraDestinations = extras.compactMap { Self.decode($0.destinationKind, $0.destinationPath) }
+        download.bytesOnDisk = bytesOnDisk
+        download.totalBytes = totalBytes
+        download.etag = etag
+        download.lastModified = lastModified
+        download.finalURL = finalURL.flatMap(URL.init(string:))
+        download.serverFileName = serverFileName
+        download.resumeOffset = resumeOffset
+        download.resumeCount = resumeCount
+        download.bytesSavedByResume = bytesSavedByResume
+        download.unverifiedResume = unverifiedResume
+        download.restartCount = restartCount
+        download.restartReason = restartReason
+        download.lastStatus = lastStatus
+        download.lastError = lastError
+        download.failedAttempts = failedAttempts
+        download.pausedByShutdown = pausedByShutdown
+        if let completedPath {
+            download.completedPaths = [completedPath] + extras.compactMap(\.completedPath)
+        }
+        return download
+    }
+
+    static func encode(_ destination: Destination) -> (String, String) {
+        switch destination {
+        case .file(let path): ("file", path)
+        case .directory(let path): ("directory", path)
+        }
+    }
+
+    static func decode(_ kind: String, _ path: String) -> Destination? {
+        switch kind {
+        case "file": .file(path)
+        case "directory": .directory(path)
+        default: nil
+        }
+    }
+}

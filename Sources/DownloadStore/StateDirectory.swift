@@ -1,0 +1,131 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import Foundation
+
+/// The directory that holds a queue: `queue.sqlite`, `haul.log` and the lock, mode 0700.
+public struct StateDirectory: Sendable {
+    public let path: String
+
+    /// An error about the state directory, for one line on stderr.
+    public struct Failure: Error, CustomStringConvertible {
+        public var description: String
+    }
+
+    /// Where the queue lives: `--state`, else `$HAUL_STATE_DIR`, else `$XDG_STATE_HOME/haul`, else
+    /// `~/.local/state/haul`.
+    public static func resolve(option: String?, environment: [String: String] = ProcessInfo.processInfo.environment) throws(Failure) -> String {
+        if let option, !option.isEmpty { return option }
+        if let explicit = environment["HAUL_STATE_DIR"], !explicit.isEmpty { return explicit }
+        if let xdg = environment["XDG_STATE_HOME"], xdg.hasPrefix("/") { return xdg + "/haul" }
+        guard let home = environment["HOME"], !home.isEmpty else {
+            throw Failure(description: "cannot find a state directory: set --state, HAUL_STATE_DIR or HOME")
+        }
+        return home + "/.local/state/haul"
+    }
+
+    /// Opens the directory, creating it (and its parents) with mode 0700 when missing.
+    ///
+    /// An existing directory is tightened to 0700 when others could read it: it holds URLs that may
+    /// carry tokens.
+    public init(creatingAt path: String) throws(Failure) {
+        self.path = path
+        var info = stat()
+        if stat(path, &info) != 0 {
+            do {
+                try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            } catch {
+                throw Failure(description: "cannot create the state directory \(path): \(Self.reason(error))")
+            }
+            guard stat(path, &info) == 0 else { throw Failure(description: "cannot create the state directory \(path)") }
+        }
+        guard info.st_mode & S_IFMT == S_IFDIR else { throw Failure(description: "the state directory is not a directory: \(path)") }
+        if info.st_mode & 0o077 != 0, chmod(path, 0o700) != 0 {
+            throw Failure(description: "cannot make the state directory private (0700): \(path): \(String(cString: strerror(errno)))")
+        }
+        guard access(path, W_OK | X_OK) == 0 else { throw Failure(description: "the state directory is not writable: \(path)") }
+    }
+
+    /// Opens an existing directory without creating or changing anything (for reading the queue).
+    public init(existingAt path: String) throws(Failure) {
+        var info = stat()
+        guard stat(path, &info) == 0, info.st_mode & S_IFMT == S_IFDIR else {
+            throw Failure(description: "no queue at \(path)")
+        }
+        self.path = path
+    }
+
+    public var databasePath: String { path + "/queue.sqlite" }
+    public var logPath: String { path + "/haul.log" }
+    public var lockPath: String { path + "/lock" }
+
+    /// Takes the directory's exclusive lock, held until the returned value is released (or the
+    /// process ends, however it ends).
+    ///
+    /// - Throws: "queue in use by pid N" when another process holds it.
+    public func lock() throws(Failure) -> QueueLock {
+        let fd = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw Failure(description: "cannot open \(lockPath): \(String(cString: strerror(errno)))") }
+        guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
+            let code = errno
+            let holder = Self.readPID(fd)
+            close(fd)
+            if code == EWOULDBLOCK {
+                throw Failure(description: "queue in use by pid \(holder.map(String.init) ?? "unknown") (\(path))")
+            }
+            throw Failure(description: "cannot lock \(lockPath): \(String(cString: strerror(code)))")
+        }
+        let text = "\(getpid())\n"
+        _ = ftruncate(fd, 0)
+        _ = text.withCString { pwrite(fd, $0, strlen($0), 0) }
+        return QueueLock(descriptor: fd)
+    }
+
+    /// The pid of the process that holds the lock, if any (for `haul list` and scripts).
+    public func lockHolder() -> Int32? {
+        let fd = open(lockPath, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        if flock(fd, LOCK_SH | LOCK_NB) == 0 {
+            flock(fd, LOCK_UN)
+            return nil
+        }
+        return Self.readPID(fd) ?? -1
+    }
+
+    private static func readPID(_ fd: Int32) -> Int32? {
+        var buffer = [UInt8](repeating: 0, count: 32)
+        // The holder writes its pid right after locking: give it a moment.
+        for _ in 0..<20 {
+            let count = pread(fd, &buffer, buffer.count, 0)
+            if count > 0, let pid = Int32(String(decoding: buffer[0..<count], as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)) {
+                return pid
+            }
+            usleep(5_000)
+        }
+        return nil
+    }
+
+    private static func reason(_ error: any Error) -> String {
+        if let error = error as? CocoaError, let underlying = error.userInfo[NSUnderlyingErrorKey] as? NSError,
+           underlying.domain == NSPOSIXErrorDomain {
+            return String(cString: strerror(Int32(underlying.code)))
+        }
+        return error.localizedDescription
+    }
+}
+
+/// The exclusive lock on a state directory; released when dropped or when the process ends.
+public final class QueueLock: Sendable {
+    private let descriptor: Int32
+
+    init(descriptor: Int32) {
+        self.descriptor = descriptor
+    }
+
+    deinit {
+        close(descriptor)
+    }
+}

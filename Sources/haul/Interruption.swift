@@ -1,0 +1,54 @@
+import DownloadEngine
+import Dispatch
+import Foundation
+import Synchronization
+
+/// SIGINT, SIGTERM and SIGHUP (a dropped SSH connection): pause every transfer with its data,
+/// checkpoint, and leave within two seconds with 128 + the signal's number.
+///
+/// The first signal shuts the session down (transfers stop, part files are fsync'd, rows are
+/// committed as paused) and the command exits once that is done. Should that take too long (a huge
+/// amount of unsynced data), a watchdog leaves anyway at 1.8 s: the bytes `write` accepted are in
+/// the page cache and the next start resumes from them. A second signal leaves at once.
+final class Interruption: Sendable {
+    static let signals: [Int32] = [SIGINT, SIGTERM, SIGHUP]
+    private let state = Received()
+    /// Kept so the sources live as long as this value.
+    private let sources: Mutex<[any DispatchSourceSignal]>
+
+    private final class Received: Sendable {
+        let signal = Mutex<Int32?>(nil)
+    }
+
+    init(session: DownloadSession) {
+        // A write to a terminal that went away must fail with EPIPE/EIO, not kill the process, and a
+        // file size limit must fail a write with EFBIG (the download pauses), not kill it either.
+        signal(SIGPIPE, SIG_IGN)
+        signal(SIGXFSZ, SIG_IGN)
+        var made: [any DispatchSourceSignal] = []
+        for number in Self.signals {
+            signal(number, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+            let state = self.state
+            source.setEventHandler { Self.handle(number, state: state, session: session) }
+            source.resume()
+            made.append(source)
+        }
+        sources = Mutex(made)
+    }
+
+    /// The signal that interrupted the run, if any.
+    var received: Int32? {
+        state.signal.withLock { $0 }
+    }
+
+    private static func handle(_ number: Int32, state: Received, session: DownloadSession) {
+        let first = state.signal.withLock { received in
+            defer { if received == nil { received = number } }
+            return received == nil
+        }
+        guard first else { _exit(128 + number) }
+        Task { await session.shutdown() }
+        DispatchQueue.global().asyncAfter(deadline: .now() + 1.8) { _exit(128 + number) }
+    }
+}

@@ -1,0 +1,103 @@
+import ArgumentParser
+import DownloadCore
+import DownloadStore
+import Foundation
+
+/// `haul list`: the queue as the database holds it, as a table or JSON.
+struct List: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Print the queue: state, bytes, total, resume offset, path, URL and error of each download.",
+        discussion: """
+        Reads the queue without changing it. While another haul runs on the queue, this shows its last \\
+        checkpoint (at most a second old for running downloads).
+        """
+    )
+
+    @OptionGroup var state: StateOptions
+
+    @Flag(help: "Print a JSON array, one object per download.")
+    var json = false
+
+    func run() throws {
+        let path = try state.resolvedPath()
+        let queue: StoredQueue
+        do {
+            queue = try Self.read(path)
+        } catch let error as AppDatabase.Failure {
+            throw UsageError(message: error.description)
+        } catch let error as StateDirectory.Failure {
+            throw UsageError(message: error.description)
+        }
+        print(json ? Self.json(queue) : Self.table(queue), terminator: "")
+    }
+
+    /// The queue at `path`; an empty one when there is none yet (nothing is created).
+    static func read(_ path: String) throws -> StoredQueue {
+        guard let directory = try? StateDirectory(existingAt: path),
+              FileManager.default.fileExists(atPath: directory.databasePath) else { return StoredQueue() }
+        if directory.lockHolder() == nil {
+            // Nobody owns the queue: open it properly, migrating an older schema, under the lock.
+            let lock = try directory.lock()
+            defer { withExtendedLifetime(lock) {} }
+            return try AppDatabase.open(at: directory.databasePath).loadQueue()
+        }
+        return try AppDatabase.open(at: directory.databasePath, readOnly: true).loadQueue()
+    }
+
+    static func table(_ queue: StoredQueue) -> String {
+        guard !queue.downloads.isEmpty else { return "no downloads\n" }
+        var lines = [pad(["ID", "STATE", "BYTES", "TOTAL", "RESUMED FROM", "PATH", "URL"])]
+        for download in queue.downloads {
+            let resumed = download.resumeOffset.map { "\(Format.bytes($0)) (\(download.resumeCount)x)" } ?? "-"
+            lines.append(pad([
+                "\(download.id)", download.state.word, Format.bytes(download.bytesOnDisk),
+                download.totalBytes.map(Format.bytes) ?? "?", resumed,
+                TerminalText.sanitize(path(download)), TerminalText.sanitize(download.url.redactingPassword),
+            ]))
+            if let error = error(download) {
+                lines.append("    error: \(TerminalText.sanitize(error))")
+            }
+        }
+        return lines.joined(separator: "\n") + "\n"
+    }
+
+    static func json(_ queue: StoredQueue) -> String {
+        let objects: [[String: Any]] = queue.downloads.map { download in
+            [
+                "id": download.id.rawValue,
+                "state": download.state.word,
+                "bytes": download.bytesOnDisk,
+                "total": download.totalBytes.map { $0 as Any } ?? NSNull(),
+                "resumed_from": download.resumeOffset.map { $0 as Any } ?? NSNull(),
+                "resumes": download.resumeCount,
+                "restarts": download.restartCount,
+                "path": path(download),
+                "url": download.url.redactingPassword,
+                "error": error(download).map { $0 as Any } ?? NSNull(),
+            ]
+        }
+        guard let data = try? JSONSerialization.data(withJSONObject: objects, options: [.sortedKeys]) else { return "[]\n" }
+        return String(decoding: data, as: UTF8.self) + "\n"
+    }
+
+    /// The finished file, else the part file the bytes are in.
+    private static func path(_ download: Download) -> String {
+        download.completedPath ?? download.partPath
+    }
+
+    private static func error(_ download: Download) -> String? {
+        switch download.state {
+        case .failed(let reason), .waiting(_, let reason): reason
+        case .completed, .cancelled: nil
+        case .paused where download.pausedByShutdown: "stopped when haul exited; resumes when haul runs the queue or gets it again"
+        case .queued, .downloading, .paused: download.lastError
+        }
+    }
+
+    private static func pad(_ cells: [String]) -> String {
+        let widths = [3, 11, 10, 10, 17]
+        return cells.enumerated().map { index, cell in
+            index < widths.count ? cell.padding(toLength: max(widths[index], cell.count), withPad: " ", startingAt: 0) : cell
+        }.joined(separator: " ")
+    }
+}
