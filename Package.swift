@@ -64,11 +64,15 @@ let package = Package(
             dependencies: [
                 "DownloadCore",
                 "DownloadEngine",
+                "DownloadStore",
                 "LoopbackServer",
                 .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
-        .testTarget(name: "DownloadStoreTests", dependencies: ["DownloadCore", "DownloadStore"]),
+        .testTarget(
+            name: "DownloadStoreTests",
+            dependencies: ["DownloadCore", "DownloadStore", .product(name: "GRDB", package: "GRDB.swift")]
+        ),
         .testTarget(
             name: "LoopbackServerTests",
             dependencies: [

@@ -251,10 +251,11 @@ public struct SessionStateMachine: Sendable {
     /// Puts a paused download back in the queue, retries a failed one, or cuts a wait short.
     public mutating func resume(_ id: DownloadID) throws(TransitionError) -> [Action] {
         var download = try existing(id)
-        held.remove(id)
+        // A held download is queued but out of the running: resuming it lets it run.
+        let wasHeld = held.remove(id) != nil
         switch download.state {
         case .queued, .downloading:
-            return []
+            return wasHeld ? startEligible() : []
         case .paused, .failed, .waiting:
             retryTokens[id] = nil
             download.failedAttempts = 0

@@ -1,1 +1,189 @@
+import DownloadCore
+import DownloadStore
+import Foundation
+import GRDB
 import Testing
+
+/// The queue database on a real SQLite file in a temporary directory.
+@Suite struct AppDatabaseTests {
+    let directory: String
+
+    init() throws {
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("haul-store-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+    }
+
+    var path: String { directory + "/queue.sqlite" }
+
+    func download(_ id: Int64, _ state: DownloadState = .queued) throws -> Download {
+        let url = try #require(URL(string: "https://user:secret@example.com/files/\(id).iso?token=abc"))
+        var download = Download(id: DownloadID(id), url: url, destination: .file("/data/\(id).iso"), partPath: "/data/\(id).iso.part")
+        download.state = state
+        return download
+    }
+
+    func commit(_ database: AppDatabase, saving downloads: [Download], boot: String? = "boot-1") throws {
+        var changes = QueueChanges()
+        changes.saved = downloads
+        for (index, download) in downloads.enumerated() { changes.positions[download.id] = index }
+        changes.bootID = boot
+        try database.commit(changes)
+    }
+
+    @Test func everyFieldSurvivesARoundTrip() throws {
+        // Given a download with every field set, two further requesters and a waiting state
+        let database = try AppDatabase.open(at: path)
+        var full = try download(7, .waiting(until: Date(timeIntervalSince1970: 1_800_000_000.25), reason: "HTTP 503"))
+        full.extraDestinations = [.directory("/copies"), .file("/other/7.iso")]
+        full.bytesOnDisk = 123_456
+        full.totalBytes = 999_999
+        full.etag = "\"abc\""
+        full.lastModified = "Wed, 21 Oct 2026 07:28:00 GMT"
+        full.finalURL = URL(string: "https://cdn.example.com/7.iso")
+        full.serverFileName = "seven.iso"
+        full.resumeOffset = 100_000
+        full.resumeCount = 2
+        full.bytesSavedByResume = 150_000
+        full.unverifiedResume = true
+        full.restartCount = 1
+        full.restartReason = "resource changed"
+        full.lastStatus = 503
+        full.lastError = "HTTP 503"
+        full.failedAttempts = 3
+        full.pausedByShutdown = true
+        var done = try download(8, .completed)
+        done.extraDestinations = [.file("/b/8.iso")]
+        done.completedPaths = ["/data/8.iso", "/b/8.iso"]
+        done.totalBytes = 10
+        done.bytesOnDisk = 10
+        let failed = try download(9, .failed(reason: "HTTP 404 Not Found"))
+        // When it is committed and read back by a new connection
+        try commit(database, saving: [full, done, failed])
+        let queue = try AppDatabase.open(at: path).loadQueue()
+        // Then nothing was lost, in queue order, with the boot of the checkpoint
+        #expect(queue.downloads == [full, done, failed])
+        #expect(queue.checkpointBoots[DownloadID(7)] == "boot-1")
+        #expect(queue.nextID == 10)
+    }
+
+    @Test func positionsFollowTheQueueOrderAndRemovalsDelete() throws {
+        let database = try AppDatabase.open(at: path)
+        let rows = try (1...4).map { try download($0) }
+        try commit(database, saving: rows)
+        var changes = QueueChanges()
+        changes.positions = [DownloadID(4): 0, DownloadID(1): 1, DownloadID(2): 2]
+        changes.removed = [DownloadID(3)]
+        try database.commit(changes)
+        let queue = try database.loadQueue()
+        #expect(queue.downloads.map(\.id.rawValue) == [4, 1, 2])
+    }
+
+    @Test func idsAreNotReusedAfterTheNewestIsRemoved() throws {
+        let database = try AppDatabase.open(at: path)
+        try commit(database, saving: [try download(1), try download(2)])
+        var changes = QueueChanges()
+        changes.removed = [DownloadID(2)]
+        try database.commit(changes)
+        #expect(try database.loadQueue().nextID == 3)
+    }
+
+    @Test func requestersAreReplacedNotDuplicated() throws {
+        let database = try AppDatabase.open(at: path)
+        var row = try download(1)
+        row.extraDestinations = [.file("/x")]
+        try commit(database, saving: [row])
+        row.extraDestinations = [.file("/x"), .file("/y")]
+        try commit(database, saving: [row])
+        #expect(try database.loadQueue().downloads.first?.extraDestinations == [.file("/x"), .file("/y")])
+        let requesters = try DatabaseQueue(path: path).read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM requester") }
+        #expect(requesters == 2)
+    }
+
+    @Test func theFilesArePrivate() throws {
+        _ = try AppDatabase.open(at: path)
+        var info = stat()
+        #expect(stat(path, &info) == 0)
+        #expect(info.st_mode & 0o777 == 0o600)
+    }
+
+    @Test func aDatabaseFromTheFirstSchemaMigratesWithItsRows() throws {
+        // Given a database that only knows the first migration, with a row written the old way
+        let old = try DatabaseQueue(path: path)
+        try AppDatabase.migrator.migrate(old, upTo: "v1: queue")
+        try old.write { db in
+            try db.execute(sql: """
+                INSERT INTO download (id, url, destinationKind, destinationPath, partPath, state, position, bytesOnDisk,
+                                      totalBytes, etag, resumeCount, createdAt, updatedAt)
+                VALUES (5, 'http://example.com/a.bin', 'file', '/d/a.bin', '/d/a.bin.part', 'paused', 0, 4096,
+                        8192, '"e1"', 1, '2026-01-01 00:00:00.000', '2026-01-01 00:00:00.000')
+                """)
+        }
+        try old.close()
+        // When the current code opens it
+        let database = try AppDatabase.open(at: path)
+        // Then every migration is applied and the row reads back with the new fields at their defaults
+        #expect(try database.appliedMigrations() == ["v1: queue", "v2: requesters and boot checkpoints"])
+        let queue = try database.loadQueue()
+        let row = try #require(queue.downloads.first)
+        #expect(row.id == DownloadID(5))
+        #expect(row.state == .paused)
+        #expect(row.bytesOnDisk == 4096)
+        #expect(row.totalBytes == 8192)
+        #expect(row.etag == "\"e1\"")
+        #expect(row.resumeCount == 1)
+        #expect(row.pausedByShutdown == false)
+        #expect(row.extraDestinations.isEmpty)
+        #expect(queue.checkpointBoots.isEmpty)
+        #expect(queue.nextID == 6)
+    }
+
+    @Test func aReadOnlyOpenRefusesAnUnmigratedDatabase() throws {
+        let old = try DatabaseQueue(path: path)
+        try AppDatabase.migrator.migrate(old, upTo: "v1: queue")
+        try old.close()
+        #expect(throws: AppDatabase.Failure.self) { try AppDatabase.open(at: path, readOnly: true) }
+    }
+
+    @Test func aCorruptRowIsReportedNotGuessed() throws {
+        let database = try AppDatabase.open(at: path)
+        try commit(database, saving: [try download(1)])
+        try DatabaseQueue(path: path).write { db in try db.execute(sql: "UPDATE download SET state = 'exploded'") }
+        #expect(throws: AppDatabase.Failure.self) { try database.loadQueue() }
+    }
+}
+
+@Suite struct StateDirectoryTests {
+    @Test func theDirectoryIsResolvedInTheDocumentedOrder() throws {
+        #expect(try StateDirectory.resolve(option: "/opt", environment: ["HAUL_STATE_DIR": "/h", "HOME": "/home/u"]) == "/opt")
+        #expect(try StateDirectory.resolve(option: nil, environment: ["HAUL_STATE_DIR": "/h", "XDG_STATE_HOME": "/x"]) == "/h")
+        #expect(try StateDirectory.resolve(option: nil, environment: ["XDG_STATE_HOME": "/x", "HOME": "/home/u"]) == "/x/haul")
+        #expect(try StateDirectory.resolve(option: nil, environment: ["XDG_STATE_HOME": "relative", "HOME": "/home/u"]) == "/home/u/.local/state/haul")
+        #expect(throws: StateDirectory.Failure.self) { try StateDirectory.resolve(option: nil, environment: [:]) }
+    }
+
+    @Test func itIsCreatedPrivateAndTightenedWhenOpen() throws {
+        let base = FileManager.default.temporaryDirectory.appendingPathComponent("haul-state-\(UUID().uuidString)").path
+        let directory = try StateDirectory(creatingAt: base + "/nested/state")
+        var info = stat()
+        #expect(stat(directory.path, &info) == 0 && info.st_mode & 0o777 == 0o700)
+        #expect(chmod(directory.path, 0o755) == 0)
+        _ = try StateDirectory(creatingAt: directory.path)
+        #expect(stat(directory.path, &info) == 0 && info.st_mode & 0o777 == 0o700)
+    }
+
+    @Test func theLockNamesItsHolderAndIsReleasedWithIt() throws {
+        let base = FileManager.default.temporaryDirectory.appendingPathComponent("haul-lock-\(UUID().uuidString)").path
+        let directory = try StateDirectory(creatingAt: base)
+        var lock: QueueLock? = try directory.lock()
+        #expect(directory.lockHolder() == getpid())
+        #expect {
+            try directory.lock()
+        } throws: { error in
+            (error as? StateDirectory.Failure)?.description == "queue in use by pid \(getpid()) (\(base))"
+        }
+        #expect(lock != nil)
+        lock = nil
+        #expect(directory.lockHolder() == nil)
+        #expect(throws: Never.self) { _ = try directory.lock() }
+    }
+}

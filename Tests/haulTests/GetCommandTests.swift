@@ -5,86 +5,21 @@ import Testing
 
 /// The real `haul` binary, run as a person or a script runs it.
 @Suite struct GetCommandTests {
-    struct Run {
-        var status: Int32
-        var stdout: String
-        var stderr: String
-    }
+    typealias Run = HaulProcess.Run
 
-    /// The `haul` built next to this test bundle.
-    static var binary: URL {
-        let bundleDirectory = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent()
-        let beside = bundleDirectory.appendingPathComponent("haul")
-        if FileManager.default.isExecutableFile(atPath: beside.path) { return beside }
-        // Fallback: the package's default build folder.
-        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        return root.appendingPathComponent(".build/debug/haul")
-    }
-
-    /// Runs `haul ARGS` in `directory`, waiting without blocking a thread; fails after `timeout` seconds.
-    ///
-    /// The queue lives in `directory/.state` unless `state` says otherwise.
+    /// Runs `haul ARGS` in `directory` to its end; the queue lives in `directory/.state` unless
+    /// `state` says otherwise.
     func haul(_ arguments: [String], in directory: String, state: String? = nil, timeout: Double = 60) async throws -> Run {
-        let process = Process()
-        process.executableURL = Self.binary
-        process.arguments = arguments
-        var environment = ProcessInfo.processInfo.environment
-        environment["HAUL_STATE_DIR"] = state ?? directory + "/.state"
-        process.environment = environment
-        process.currentDirectoryURL = URL(fileURLWithPath: directory)
-        let out = directory + "/.stdout-\(UUID().uuidString)"
-        let err = directory + "/.stderr-\(UUID().uuidString)"
-        _ = FileManager.default.createFile(atPath: out, contents: nil)
-        _ = FileManager.default.createFile(atPath: err, contents: nil)
-        process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: out))
-        process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: err))
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
-        let deadline = Date().addingTimeInterval(timeout)
-        while process.isRunning {
-            if Date() > deadline {
-                process.terminate()
-                Issue.record("haul \(arguments) did not finish in \(timeout) s")
-                break
-            }
-            try await Task.sleep(for: .milliseconds(20))
-        }
-        process.waitUntilExit()
-        defer {
-            try? FileManager.default.removeItem(atPath: out)
-            try? FileManager.default.removeItem(atPath: err)
-        }
-        return Run(
-            status: process.terminationStatus,
-            stdout: (try? String(contentsOfFile: out, encoding: .utf8)) ?? "",
-            stderr: (try? String(contentsOfFile: err, encoding: .utf8)) ?? ""
-        )
+        try await HaulProcess(arguments, in: directory, state: state ?? directory + "/.state").wait(timeout: timeout)
     }
 
     func withServer(_ body: (LoopbackServer, String) async throws -> Void) async throws {
-        let server = try await LoopbackServer.start()
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("haul-cli-\(UUID().uuidString)").path
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        do {
-            try await body(server, directory)
-        } catch {
-            await server.shutdown()
-            try? FileManager.default.removeItem(atPath: directory)
-            throw error
-        }
-        await server.shutdown()
-        try? FileManager.default.removeItem(atPath: directory)
+        try await CLI.withServer(body)
     }
 
-    func sha256(_ path: String) -> String {
-        guard let data = FileManager.default.contents(atPath: path) else { return "" }
-        return LoopbackContent.hex(SHA256.hash(data: data))
-    }
+    func sha256(_ path: String) -> String { CLI.sha256(path) }
 
-    /// Files in `directory`, without the captured output and the state directory.
-    func files(_ directory: String) -> [String] {
-        ((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []).filter { !$0.hasPrefix(".") }.sorted()
-    }
+    func files(_ directory: String) -> [String] { CLI.files(directory) }
 
     @Test func getWithOutputDownloadsTheFile() async throws {
         try await withServer { server, directory in

@@ -1,0 +1,181 @@
+import DownloadCore
+import Foundation
+import Testing
+
+/// What a new process makes of a persisted download (pure: the part file's length comes in).
+@Suite struct QueueRecoveryTests {
+    func row(_ state: DownloadState, checkpoint: Int64 = 400, total: Int64? = 1000) throws -> Download {
+        var download = Download(
+            id: DownloadID(1), url: try #require(URL(string: "http://example.test/f.bin")),
+            destination: .file("/d/f.bin"), partPath: "/d/f.bin.part"
+        )
+        download.state = state
+        download.bytesOnDisk = checkpoint
+        download.totalBytes = total
+        download.bytesPerSecond = 5000
+        return download
+    }
+
+    @Test(arguments: [DownloadState.downloading, .queued, .paused, .failed(reason: "x"), .waiting(until: .distantFuture, reason: "y")])
+    func sameBootTrustsThePartFilesRealLength(state: DownloadState) throws {
+        let plan = QueueRecovery.plan(try row(state), partLength: 700, checkpointBoot: "b1", currentBoot: "b1")
+        #expect(plan.download.bytesOnDisk == 700, "what write accepted before a kill -9 is on disk")
+        #expect(plan.truncateTo == nil)
+        #expect(plan.note == nil)
+        #expect(plan.download.bytesPerSecond == 0)
+        #expect(plan.download.state == state, "state changes are the machine's job")
+    }
+
+    @Test func afterARebootOnlyTheCheckpointIsTrusted() throws {
+        let plan = QueueRecovery.plan(try row(.downloading), partLength: 700, checkpointBoot: "b1", currentBoot: "b2")
+        #expect(plan.truncateTo == 400)
+        #expect(plan.download.bytesOnDisk == 400)
+        #expect(plan.note?.contains("rebooted") == true)
+    }
+
+    @Test func afterARebootAShorterPartFileIsAllThereIs() throws {
+        let plan = QueueRecovery.plan(try row(.downloading), partLength: 300, checkpointBoot: "b1", currentBoot: "b2")
+        #expect(plan.truncateTo == nil)
+        #expect(plan.download.bytesOnDisk == 300)
+    }
+
+    @Test func anUnknownBootIsNotAReboot() throws {
+        #expect(QueueRecovery.plan(try row(.downloading), partLength: 700, checkpointBoot: nil, currentBoot: "b2").download.bytesOnDisk == 700)
+        #expect(QueueRecovery.plan(try row(.downloading), partLength: 700, checkpointBoot: "b1", currentBoot: nil).download.bytesOnDisk == 700)
+    }
+
+    @Test func aMissingPartFileStartsOverAndSaysSo() throws {
+        var download = try row(.paused)
+        download.resumeOffset = 200
+        let plan = QueueRecovery.plan(download, partLength: nil, checkpointBoot: "b1", currentBoot: "b1")
+        #expect(plan.download.bytesOnDisk == 0)
+        #expect(plan.download.resumeOffset == nil)
+        #expect(plan.download.restartCount == 1)
+        #expect(plan.download.restartReason == "part file was missing")
+        #expect(plan.download.lastError == "part file was missing: starting over from zero")
+        #expect(plan.note != nil)
+    }
+
+    @Test func noPartFileAndNoBytesIsNothingToReport() throws {
+        let plan = QueueRecovery.plan(try row(.queued, checkpoint: 0), partLength: nil, checkpointBoot: nil, currentBoot: "b1")
+        #expect(plan.note == nil)
+        #expect(plan.download.restartCount == 0)
+    }
+
+    @Test func aCompletedDownloadWithItsFileIsLeftAlone() throws {
+        var download = try row(.completed, checkpoint: 1000)
+        download.completedPaths = ["/d/f.bin"]
+        let plan = QueueRecovery.plan(download, partLength: nil, checkpointBoot: "b1", currentBoot: "b2")
+        #expect(plan.download == { var d = download; d.bytesPerSecond = 0; return d }())
+        #expect(!plan.needsFinalize)
+    }
+
+    @Test func aCompletedPartFileThatWasNotPlacedIsPlacedNow() throws {
+        let plan = QueueRecovery.plan(try row(.completed, checkpoint: 1000), partLength: 1000, checkpointBoot: "b1", currentBoot: "b1")
+        #expect(plan.needsFinalize)
+        #expect(plan.download.state == .completed)
+    }
+
+    @Test func aFileAlreadyMovedToItsDestinationIsAdopted() throws {
+        let plan = QueueRecovery.plan(
+            try row(.completed, checkpoint: 1000), partLength: nil, checkpointBoot: "b1", currentBoot: "b1", destinationFileLength: 1000
+        )
+        #expect(!plan.needsFinalize)
+        #expect(plan.download.completedPaths == ["/d/f.bin"])
+    }
+
+    @Test func aCompletedDownloadWithNothingOnDiskIsFetchedAgain() throws {
+        let plan = QueueRecovery.plan(
+            try row(.completed, checkpoint: 1000), partLength: nil, checkpointBoot: "b1", currentBoot: "b1", destinationFileLength: 12
+        )
+        #expect(plan.download.state == .queued)
+        #expect(plan.download.bytesOnDisk == 0)
+        #expect(plan.note != nil)
+    }
+}
+
+/// Restoring a queue into the state machine, holding, and stopping for a shutdown.
+@Suite struct SessionStateMachineRestoreTests {
+    func machine(maxActive: Int = 3) -> SessionStateMachine {
+        SessionStateMachine(configuration: .init(maxActive: maxActive, maxTries: 5, backoff: Backoff(initial: 1, cap: 60, spread: 0)))
+    }
+
+    func row(_ id: Int64, _ state: DownloadState, pausedByShutdown: Bool = false) throws -> Download {
+        var download = Download(
+            id: DownloadID(id), url: try #require(URL(string: "http://example.test/\(id).bin")),
+            destination: .file("/d/\(id).bin"), partPath: "/d/\(id).bin.part"
+        )
+        download.state = state
+        download.pausedByShutdown = pausedByShutdown
+        return download
+    }
+
+    func states(_ m: SessionStateMachine) -> [String] {
+        m.all.map(\.state.word)
+    }
+
+    @Test func runningAndWaitingGoBackToTheQueueAndPausedStaysPaused() throws {
+        var m = machine()
+        m.restore([
+            try row(1, .downloading), try row(2, .waiting(until: .distantFuture, reason: "503")), try row(3, .paused),
+            try row(4, .paused, pausedByShutdown: true), try row(5, .completed), try row(6, .failed(reason: "404")), try row(7, .cancelled),
+        ], nextID: 8, holdPending: false)
+        #expect(states(m) == ["queued", "queued", "paused", "queued", "completed", "failed", "cancelled"])
+        #expect(m.download(DownloadID(4))?.pausedByShutdown == false)
+        let actions = m.startQueued()
+        #expect(actions.count == 3)
+        #expect(states(m) == ["downloading", "downloading", "paused", "downloading", "completed", "failed", "cancelled"])
+    }
+
+    @Test func idsContinueAfterTheHighestEverUsed() throws {
+        var m = machine()
+        m.restore([try row(3, .completed)], nextID: 10, holdPending: false)
+        let (id, _) = try m.schedule(url: try #require(URL(string: "http://example.test/new")), destination: .file("/d/new"))
+        #expect(id == DownloadID(10))
+    }
+
+    @Test func heldDownloadsWaitUntilAskedFor() throws {
+        var m = machine()
+        m.restore([try row(1, .downloading), try row(2, .paused, pausedByShutdown: true)], nextID: 3, holdPending: true)
+        #expect(m.startQueued().isEmpty, "held downloads do not start")
+        #expect(states(m) == ["queued", "paused"])
+        #expect(m.held == [DownloadID(1)])
+        // Asking for the URL again takes it out of the hold and starts it.
+        let (id, actions) = try m.schedule(url: try #require(URL(string: "http://example.test/1.bin")), destination: .file("/d/1.bin"))
+        #expect(id == DownloadID(1))
+        #expect(actions.count == 1)
+        #expect(m.held.isEmpty)
+        #expect(states(m) == ["downloading", "paused"])
+    }
+
+    @Test func stopAllMarksWhatItPausesAndLeavesHeldAlone() throws {
+        var m = machine(maxActive: 1)
+        m.restore([try row(1, .queued), try row(2, .queued), try row(3, .queued)], nextID: 4, holdPending: true)
+        _ = try m.resume(DownloadID(1))
+        _ = try m.resume(DownloadID(2))
+        #expect(states(m) == ["downloading", "queued", "queued"])
+        let actions = m.stopAll()
+        #expect(actions.count == 1, "one transfer to stop: \(actions)")
+        #expect(states(m) == ["paused", "paused", "queued"])
+        #expect(m.download(DownloadID(1))?.pausedByShutdown == true)
+        #expect(m.download(DownloadID(2))?.pausedByShutdown == true)
+        #expect(m.download(DownloadID(3))?.pausedByShutdown == false, "held: left for the process that runs the queue")
+    }
+
+    @Test func aPersonsPauseIsNotAShutdownPause() throws {
+        var m = machine()
+        m.restore([try row(1, .paused, pausedByShutdown: true)], nextID: 2, holdPending: true)
+        _ = try m.resume(DownloadID(1))
+        _ = try m.pause(DownloadID(1))
+        #expect(m.download(DownloadID(1))?.pausedByShutdown == false)
+    }
+
+    @Test func touchedIdsAreReportedOnce() throws {
+        var m = machine()
+        m.restore([try row(1, .paused), try row(2, .paused)], nextID: 3, holdPending: false)
+        #expect(m.takeTouched() == [DownloadID(1), DownloadID(2)])
+        #expect(m.takeTouched().isEmpty)
+        _ = try m.resume(DownloadID(2))
+        #expect(m.takeTouched() == [DownloadID(2)])
+    }
+}

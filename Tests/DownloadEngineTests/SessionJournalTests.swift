@@ -1,0 +1,293 @@
+import DownloadCore
+import DownloadEngine
+import DownloadStore
+import Foundation
+import LoopbackServer
+import Synchronization
+import Testing
+
+/// The session on a real SQLite queue: what it commits, when, and what a new session makes of it.
+@Suite struct SessionJournalTests {
+    /// A journal that commits to the real database and remembers every commit.
+    final class RecordingJournal: QueueJournal {
+        let database: AppDatabase
+        let commits = Mutex<[QueueChanges]>([])
+
+        init(_ database: AppDatabase) {
+            self.database = database
+        }
+
+        func commit(_ changes: QueueChanges) throws {
+            try database.commit(changes)
+            commits.withLock { $0.append(changes) }
+        }
+    }
+
+    /// A loopback server, a directory and a queue database, shared by the sessions of one test.
+    struct Bench {
+        let server: LoopbackServer
+        let directory: String
+        let journal: RecordingJournal
+
+        var database: AppDatabase { journal.database }
+
+        func path(_ name: String) -> String { directory + "/" + name }
+
+        func session(_ adjust: (inout DownloadSession.Configuration) -> Void = { _ in }) -> DownloadSession {
+            var configuration = Harness.testConfiguration()
+            adjust(&configuration)
+            return DownloadSession(configuration: configuration, journal: journal)
+        }
+
+        func stored(_ id: DownloadID) throws -> Download? {
+            try database.loadQueue().downloads.first { $0.id == id }
+        }
+
+        static func with(_ body: (Bench) async throws -> Void) async throws {
+            let server = try await LoopbackServer.start()
+            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("haul-journal-\(UUID().uuidString)").path
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+            let bench = Bench(server: server, directory: directory, journal: RecordingJournal(try AppDatabase.open(at: directory + "/queue.sqlite")))
+            do {
+                try await body(bench)
+            } catch {
+                await server.shutdown()
+                throw error
+            }
+            await server.shutdown()
+            try? FileManager.default.removeItem(atPath: directory)
+        }
+    }
+
+    /// Polls `session` until `predicate` holds for `id`.
+    @discardableResult
+    func wait(_ session: DownloadSession, _ id: DownloadID, timeout: Double = 20, until predicate: (Download) -> Bool) async throws -> Download {
+        let deadline = Date().addingTimeInterval(timeout)
+        while true {
+            if let download = await session.snapshot()[id], predicate(download) { return download }
+            guard Date() < deadline else { throw HarnessError.timeout }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+    }
+
+    @Test func everyStateIsCommittedBeforeASnapshotShowsIt() async throws {
+        try await Bench.with { bench in
+            bench.server.serve("/s.bin", size: 1024 * 1024, faults: throttled(2 * 1024 * 1024) { $0.resetAfterBytes = 300 * 1024 })
+            let session = bench.session()
+            let reader = Task { () -> (seen: Set<String>, mismatches: [String]) in
+                var seen: Set<String> = []
+                var mismatches: [String] = []
+                for await snapshot in session.snapshots {
+                    guard let shown = snapshot.downloads.first else { continue }
+                    seen.insert(shown.state.word)
+                    // What the screen shows must already have been committed (the database may be
+                    // further along by the time this runs, so look at the whole history).
+                    let committed = bench.journal.commits.withLock { commits in
+                        commits.flatMap { $0.saved.filter { $0.id == shown.id }.map(\.state.word) }
+                    }
+                    if !committed.contains(shown.state.word) { mismatches.append("shown \(shown.state.word) before it was committed") }
+                    if shown.state == .completed { break }
+                }
+                return (seen, mismatches)
+            }
+            let id = try await session.schedule(bench.server.url("/s.bin"), to: .file(bench.path("s.bin")))
+            let (seen, mismatches) = await reader.value
+            #expect(mismatches.isEmpty, "\(mismatches)")
+            #expect(seen.isSuperset(of: ["downloading", "completed"]), "\(seen)")
+            let stored = try #require(try bench.stored(id))
+            #expect(stored.state == .completed)
+            #expect(stored.completedPath == bench.path("s.bin"))
+            #expect(stored.resumeCount == 1)
+            await session.shutdown()
+        }
+    }
+
+    @Test func checkpointsComeAboutOnceASecondAndNeverClaimMoreThanTheDisk() async throws {
+        try await Bench.with { bench in
+            let size = 3 * 1024 * 1024
+            bench.server.serve("/c.bin", size: size, faults: throttled(1024 * 1024))
+            let session = bench.session { $0.checkpointInterval = .milliseconds(500) }
+            let id = try await session.schedule(bench.server.url("/c.bin"), to: .file(bench.path("c.bin")))
+            var claims: [Int64] = []
+            while let download = await session.snapshot()[id], download.state != .completed {
+                if let stored = try bench.stored(id), stored.state == .downloading {
+                    // Read the claim first: the part file can only have grown since.
+                    let claim = stored.bytesOnDisk
+                    let onDisk = fileSize(bench.path("c.bin.part")) ?? 0
+                    #expect(claim <= onDisk)
+                    if claims.last != claim { claims.append(claim) }
+                }
+                try await Task.sleep(for: .milliseconds(50))
+            }
+            // About 3 s at 1 MiB/s with a checkpoint every 0.5 s: several claims, growing, none too many.
+            #expect(claims.count >= 3, "\(claims)")
+            #expect(claims == claims.sorted())
+            let commits = bench.journal.commits.withLock { $0.count }
+            #expect(commits <= 3 * 2 + 6, "\(commits) commits for a 3 s download")
+            await session.shutdown()
+        }
+    }
+
+    @Test func aNewSessionResumesAPausedDownloadFromTheDatabase() async throws {
+        try await Bench.with { bench in
+            let size = 2 * 1024 * 1024
+            bench.server.serve("/r.bin", size: size, faults: stalled(at: size / 4))
+            let target = bench.path("r.bin")
+            let first = bench.session()
+            let id = try await first.schedule(bench.server.url("/r.bin"), to: .file(target))
+            try await wait(first, id) { $0.bytesOnDisk == Int64(size / 4) }
+            try await first.pause(id)
+            await first.shutdown()
+            let stored = try #require(try bench.stored(id))
+            #expect(stored.state == .paused)
+            #expect(!stored.pausedByShutdown, "a person paused it")
+            #expect(stored.bytesOnDisk == Int64(size / 4), "the pause checkpointed the synced part file")
+
+            let second = bench.session()
+            await second.restore(try bench.database.loadQueue(), startPending: true)
+            #expect(await second.snapshot()[id]?.state == .paused, "a paused download stays paused")
+            try await second.resume(id)
+            try await wait(second, id) { $0.state == .completed }
+            #expect(sha256(ofFile: target) == bench.server.sha256("/r.bin"))
+            #expect(bench.server.requests("/r.bin").last?.range == "bytes=\(size / 4)-")
+            await second.shutdown()
+        }
+    }
+
+    @Test func aShutdownPausesForTheNextStartOnly() async throws {
+        try await Bench.with { bench in
+            let size = 2 * 1024 * 1024
+            bench.server.serve("/q.bin", size: size, faults: stalled(at: size / 2))
+            let first = bench.session()
+            let id = try await first.schedule(bench.server.url("/q.bin"), to: .file(bench.path("q.bin")))
+            try await wait(first, id) { $0.bytesOnDisk == Int64(size / 2) }
+            await first.shutdown()
+            let stored = try #require(try bench.stored(id))
+            #expect(stored.state == .paused)
+            #expect(stored.pausedByShutdown)
+
+            // `haul get` for another URL holds it; the process that runs the queue resumes it.
+            let holding = bench.session()
+            await holding.restore(try bench.database.loadQueue(), startPending: false)
+            #expect(await holding.snapshot()[id]?.state == .paused)
+            await holding.shutdown()
+            #expect(bench.server.requests("/q.bin").count == 1)
+
+            let running = bench.session()
+            await running.restore(try bench.database.loadQueue(), startPending: true)
+            try await wait(running, id) { $0.state == .completed }
+            #expect(bench.server.requests("/q.bin").last?.range == "bytes=\(size / 2)-")
+            await running.shutdown()
+        }
+    }
+
+    @Test func aRowLeftDownloadingResumesFromThePartFilesRealLength() async throws {
+        try await Bench.with { bench in
+            // Given a row a killed process left `downloading`, with a checkpoint behind the part file
+            let size = 1024 * 1024
+            bench.server.serve("/k.bin", size: size)
+            let target = bench.path("k.bin")
+            let content = bench.server.content("/k.bin")
+            #expect(FileManager.default.createFile(atPath: target + ".part", contents: Data(content[0..<600_000])))
+            var row = Download(id: DownloadID(1), url: bench.server.url("/k.bin"), destination: .file(target), partPath: target + ".part")
+            row.state = .downloading
+            row.bytesOnDisk = 400_000
+            row.totalBytes = Int64(size)
+            row.etag = try await etag(of: "/k.bin", bench.server)
+            var changes = QueueChanges()
+            changes.saved = [row]
+            changes.positions = [row.id: 0]
+            changes.bootID = BootID.current()
+            try bench.database.commit(changes)
+            // When a new session restores it (same boot)
+            let session = bench.session()
+            await session.restore(try bench.database.loadQueue(), startPending: true)
+            // Then it resumes from the 600,000 bytes on disk, not the older checkpoint
+            try await wait(session, row.id) { $0.state == .completed }
+            #expect(bench.server.requests("/k.bin").last?.range == "bytes=600000-")
+            #expect(sha256(ofFile: target) == bench.server.sha256("/k.bin"))
+            await session.shutdown()
+        }
+    }
+
+    @Test func afterARebootOnlyTheSyncedCheckpointIsTrusted() async throws {
+        try await Bench.with { bench in
+            let size = 1024 * 1024
+            bench.server.serve("/b.bin", size: size)
+            let target = bench.path("b.bin")
+            // Bytes past the checkpoint may be garbage after a power loss: write some.
+            var bytes = Array(bench.server.content("/b.bin")[0..<600_000])
+            for index in 400_000..<600_000 { bytes[index] = 0 }
+            #expect(FileManager.default.createFile(atPath: target + ".part", contents: Data(bytes)))
+            var row = Download(id: DownloadID(3), url: bench.server.url("/b.bin"), destination: .file(target), partPath: target + ".part")
+            row.state = .downloading
+            row.bytesOnDisk = 400_000
+            row.totalBytes = Int64(size)
+            row.etag = try await etag(of: "/b.bin", bench.server)
+            var changes = QueueChanges()
+            changes.saved = [row]
+            changes.positions = [row.id: 0]
+            changes.bootID = "a-boot-before-the-power-went"
+            try bench.database.commit(changes)
+
+            let session = bench.session()
+            let notes = await session.restore(try bench.database.loadQueue(), startPending: true)
+            #expect(notes.contains { $0.contains("rebooted") }, "\(notes)")
+            try await wait(session, row.id) { $0.state == .completed }
+            #expect(bench.server.requests("/b.bin").last?.range == "bytes=400000-")
+            #expect(sha256(ofFile: target) == bench.server.sha256("/b.bin"), "the unsynced tail was cut, not kept")
+            await session.shutdown()
+        }
+    }
+
+    @Test func aCompletedFileThatWasNotPlacedIsPlacedWithoutFetching() async throws {
+        try await Bench.with { bench in
+            let size = 300_000
+            bench.server.serve("/p.bin", size: size)
+            let target = bench.path("p.bin")
+            #expect(FileManager.default.createFile(atPath: target + ".part", contents: Data(bench.server.content("/p.bin"))))
+            var row = Download(id: DownloadID(1), url: bench.server.url("/p.bin"), destination: .file(target), partPath: target + ".part")
+            row.state = .completed
+            row.bytesOnDisk = Int64(size)
+            row.totalBytes = Int64(size)
+            var changes = QueueChanges()
+            changes.saved = [row]
+            changes.positions = [row.id: 0]
+            try bench.database.commit(changes)
+
+            let session = bench.session()
+            await session.restore(try bench.database.loadQueue(), startPending: true)
+            let done = try await wait(session, row.id) { $0.completedPath != nil }
+            #expect(done.completedPath == target)
+            #expect(sha256(ofFile: target) == bench.server.sha256("/p.bin"))
+            #expect(bench.server.requests("/p.bin").isEmpty)
+            await session.shutdown()
+            #expect(try bench.stored(row.id)?.completedPath == target)
+        }
+    }
+
+    @Test func removedDownloadsLeaveTheDatabase() async throws {
+        try await Bench.with { bench in
+            bench.server.serve("/x.bin", size: 1000)
+            let session = bench.session()
+            let id = try await session.schedule(bench.server.url("/x.bin"), to: .file(bench.path("x.bin")))
+            try await wait(session, id) { $0.state == .completed }
+            try await session.remove(id)
+            #expect(try bench.stored(id) == nil)
+            #expect(try bench.database.loadQueue().nextID == 2)
+            await session.shutdown()
+        }
+    }
+
+    /// The ETag the server sends for `path` (what a first response would have stored).
+    func etag(of path: String, _ server: LoopbackServer) async throws -> String {
+        let probe = DownloadSession(configuration: Harness.testConfiguration())
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("haul-probe-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let id = try await probe.schedule(server.url(path), to: .file(directory + "/probe"))
+        let done = try await wait(probe, id) { $0.state.isFinished }
+        await probe.shutdown()
+        try? FileManager.default.removeItem(atPath: directory)
+        return try #require(done.etag)
+    }
+}

@@ -1,0 +1,182 @@
+import Foundation
+import LoopbackServer
+import Synchronization
+import Testing
+
+/// The real `haul get` killed, signalled, limited and tampered with, then started again: nothing is
+/// lost and little is fetched twice.
+@Suite struct QueueDurabilityTests {
+    static let size = 6 * 1024 * 1024
+
+    /// A throttled resource (about 2 s to fetch) and the command that fetches it.
+    struct Fixture {
+        var server: LoopbackServer
+        var directory: String
+        var url: String
+        var state: String { directory + "/.state" }
+        var file: String { directory + "/k.bin" }
+        var part: String { file + ".part" }
+        var arguments: [String] { ["get", url, "-o", "k.bin"] }
+
+        func start() throws -> HaulProcess {
+            try HaulProcess(arguments, in: directory, state: state)
+        }
+    }
+
+    func withFixture(_ body: (Fixture) async throws -> Void) async throws {
+        try await CLI.withServer { server, directory in
+            var faults = Faults()
+            faults.throttleBytesPerSecond = 3 * 1024 * 1024
+            server.serve("/k.bin", size: Self.size, faults: faults)
+            try await body(Fixture(server: server, directory: directory, url: server.url("/k.bin").absoluteString))
+        }
+    }
+
+    /// Starts the download, waits until a random share (10–70 %) of it is on disk, then interrupts it with `signal`.
+    func interrupt(_ fixture: Fixture, with signal: Int32) async throws -> (run: HaulProcess.Run, seconds: Double, onDisk: Int64) {
+        let first = try fixture.start()
+        let target = Int64.random(in: Int64(Self.size / 10)...Int64(Self.size * 7 / 10))
+        try await CLI.waitUntil("\(target) bytes on disk") { (CLI.length(fixture.part) ?? 0) >= target }
+        let sent = Date()
+        first.send(signal)
+        let run = try await first.wait(timeout: 10)
+        let seconds = Date().timeIntervalSince(sent)
+        return (run, seconds, try #require(CLI.length(fixture.part)))
+    }
+
+    /// Runs the same command again to the end and checks the resume: the file matches, the second
+    /// request began at the bytes on disk with If-Range, and little was fetched twice.
+    ///
+    /// - Returns: the bytes the server sent twice.
+    func finishAndCheckResume(_ fixture: Fixture, onDisk: Int64, what: String) async throws -> Int {
+        let second = try await fixture.start().wait()
+        #expect(second.status == 0, "\(second.stdout) \(second.stderr)")
+        #expect(CLI.sha256(fixture.file) == fixture.server.sha256("/k.bin"))
+        #expect(!FileManager.default.fileExists(atPath: fixture.part))
+        let requests = fixture.server.requests("/k.bin")
+        try #require(requests.count == 2, "\(requests)")
+        #expect(requests[1].range == "bytes=\(onDisk)-", "the second request begins at the bytes on disk")
+        #expect(requests[1].ifRange != nil, "and carries the validator")
+        #expect(requests[1].status == 206)
+        let twice = max(0, requests[0].bodyBytesSent - Int(onDisk))
+        #expect(twice <= 1024 * 1024, "fetched twice: \(twice) bytes")
+        print("DOUBLE-BYTES \(what): stopped with \(onDisk) bytes on disk, server had sent \(requests[0].bodyBytesSent): \(twice) bytes fetched twice")
+        return twice
+    }
+
+    @Test(arguments: 1...4)
+    func killNineAtARandomPointResumesFromTheBytesOnDisk(round: Int) async throws {
+        try await withFixture { fixture in
+            let (killed, _, onDisk) = try await interrupt(fixture, with: SIGKILL)
+            #expect(killed.signalled && killed.status == SIGKILL)
+            let listed = try await CLI.list(state: fixture.state, in: fixture.directory)
+            #expect(listed.first?["state"] as? String == "downloading", "the row a kill -9 left behind")
+            let checkpoint = try #require(listed.first?["bytes"] as? Int)
+            #expect(checkpoint <= onDisk, "a checkpoint never claims more than the disk holds")
+            _ = try await finishAndCheckResume(fixture, onDisk: onDisk, what: "kill -9 #\(round)")
+        }
+    }
+
+    @Test(arguments: [SIGTERM, SIGHUP, SIGINT])
+    func aSignalPausesCheckpointsAndExitsWithinTwoSeconds(signal: Int32) async throws {
+        try await withFixture { fixture in
+            let (run, seconds, onDisk) = try await interrupt(fixture, with: signal)
+            #expect(!run.signalled)
+            #expect(run.status == 128 + signal)
+            #expect(seconds < 2, "exited \(seconds) s after the signal")
+            #expect(run.stdout.contains("[1] paused at"), "\(run.stdout)")
+            let listed = try await CLI.list(state: fixture.state, in: fixture.directory)
+            #expect(listed.count == 1)
+            #expect(listed.first?["state"] as? String == "paused")
+            #expect(listed.first?["bytes"] as? Int == Int(onDisk), "the checkpoint is the synced part file")
+            _ = try await finishAndCheckResume(fixture, onDisk: onDisk, what: "signal \(signal)")
+        }
+    }
+
+    @Test func aSecondHaulOnTheQueueIsRefusedAndChangesNothing() async throws {
+        try await withFixture { fixture in
+            fixture.server.serve("/other.bin", size: 1000)
+            let first = try fixture.start()
+            try await CLI.waitUntil("the first haul to write") { (CLI.length(fixture.part) ?? 0) > 0 }
+            let second = try await HaulProcess(
+                ["get", fixture.server.url("/other.bin").absoluteString, "-o", "other.bin"], in: fixture.directory, state: fixture.state
+            ).wait()
+            #expect(second.status == 2)
+            #expect(second.stderr == "haul: error: queue in use by pid \(first.pid) (\(fixture.state))\n", "\(second.stderr)")
+            #expect(second.stdout.isEmpty)
+            #expect(!FileManager.default.fileExists(atPath: fixture.directory + "/other.bin"))
+            #expect(!FileManager.default.fileExists(atPath: fixture.directory + "/other.bin.part"))
+            #expect(fixture.server.requests("/other.bin").isEmpty)
+            // The queue can be read meanwhile, and holds only the first download.
+            let listed = try await CLI.list(state: fixture.state, in: fixture.directory)
+            #expect(listed.count == 1)
+            first.send(SIGTERM)
+            #expect(try await first.wait().status == 143)
+        }
+    }
+
+    @Test func aFileSizeLimitPausesWithDiskFullAndKeepsAValidPrefix() async throws {
+        try await CLI.withServer { server, directory in
+            server.serve("/big.bin", size: 4 * 1024 * 1024)
+            server.serve("/small.bin", size: 100 * 1024)
+            let state = directory + "/.state"
+            // dash counts `ulimit -f` in 512-byte blocks: files stop at 1 MiB.
+            let run = try await HaulProcess(
+                ["get", server.url("/big.bin").absoluteString, server.url("/small.bin").absoluteString, "-d", directory],
+                in: directory, state: state, shell: "ulimit -f 2048;"
+            ).wait()
+            #expect(run.status == 1, "\(run.stdout) \(run.stderr)")
+            #expect(!run.signalled, "SIGXFSZ must not kill haul")
+            #expect(run.stdout.contains("[1] paused at"), "\(run.stdout)")
+            #expect(run.stdout.contains("disk full"), "\(run.stdout)")
+            #expect(CLI.sha256(directory + "/small.bin") == server.sha256("/small.bin"), "the other download goes on")
+            let part = try #require(FileManager.default.contents(atPath: directory + "/big.bin.part"))
+            #expect(part.count > 0 && part.count < 4 * 1024 * 1024)
+            #expect(Array(part) == Array(server.content("/big.bin").prefix(part.count)), "the part file is a valid prefix")
+            let listed = try await CLI.list(state: state, in: directory)
+            let big = try #require(listed.first { ($0["url"] as? String)?.hasSuffix("/big.bin") == true })
+            #expect(big["state"] as? String == "paused")
+            #expect((big["error"] as? String)?.contains("disk full") == true, "\(big)")
+            #expect(big["bytes"] as? Int == part.count)
+            // Without the limit, the same command finishes from the prefix.
+            let again = try await HaulProcess(["get", server.url("/big.bin").absoluteString, "-d", directory], in: directory, state: state).wait()
+            #expect(again.status == 0, "\(again.stdout) \(again.stderr)")
+            #expect(CLI.sha256(directory + "/big.bin") == server.sha256("/big.bin"))
+            #expect(server.requests("/big.bin").last?.range == "bytes=\(part.count)-")
+        }
+    }
+
+    @Test func aPartFileDeletedBehindHaulsBackRestartsFromZeroAndSaysSo() async throws {
+        try await withFixture { fixture in
+            let (run, _, onDisk) = try await interrupt(fixture, with: SIGTERM)
+            #expect(run.status == 143)
+            #expect(onDisk > 0)
+            try FileManager.default.removeItem(atPath: fixture.part)
+            let second = try await fixture.start().wait()
+            #expect(second.status == 0)
+            #expect(second.stdout.contains("[1] restarted from zero: part file was missing"), "\(second.stdout)")
+            #expect(fixture.server.requests("/k.bin").last?.range == nil, "a fresh request, no Range")
+            #expect(CLI.sha256(fixture.file) == fixture.server.sha256("/k.bin"))
+        }
+    }
+
+    @Test func aCompletedDownloadIsNeverFetchedAgain() async throws {
+        try await CLI.withServer { server, directory in
+            server.serve("/done.bin", size: 300 * 1024)
+            let url = server.url("/done.bin").absoluteString
+            let state = directory + "/.state"
+            let first = try await HaulProcess(["get", url, "-o", "done.bin"], in: directory, state: state).wait()
+            #expect(first.status == 0)
+            let again = try await HaulProcess(["get", url, "-o", "done.bin"], in: directory, state: state).wait()
+            #expect(again.status == 0)
+            #expect(again.stdout.contains("[1] completed \(directory)/done.bin"), "\(again.stdout)")
+            #expect(server.requests("/done.bin").count == 1)
+            // Once the file is gone, asking again fetches it again.
+            try FileManager.default.removeItem(atPath: directory + "/done.bin")
+            let third = try await HaulProcess(["get", url, "-o", "done.bin"], in: directory, state: state).wait()
+            #expect(third.status == 0)
+            #expect(server.requests("/done.bin").count == 2)
+            #expect(CLI.sha256(directory + "/done.bin") == server.sha256("/done.bin"))
+        }
+    }
+}
