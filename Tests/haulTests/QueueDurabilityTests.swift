@@ -179,4 +179,29 @@ import Testing
             #expect(CLI.sha256(directory + "/done.bin") == server.sha256("/done.bin"))
         }
     }
+
+    @Test func theStateIsPrivateAndTheLogKeepsNoSecretsOrEscapes() async throws {
+        try await CLI.withServer { server, directory in
+            var faults = Faults()
+            // An OSC title sequence, percent-encoded the RFC 5987 way (a raw ESC in a header is refused).
+            faults.contentDisposition = "attachment; filename*=UTF-8''evil%1B%5D0%3Bpwned%07.bin"
+            server.serve("/s.bin", size: 1000, faults: faults)
+            let url = try #require(URL(string: server.url("/s.bin").absoluteString.replacingOccurrences(of: "http://", with: "http://alice:hunter2@")))
+            let state = directory + "/.state/nested"
+            let run = try await HaulProcess(["get", url.absoluteString, "-d", directory], in: directory, state: state).wait()
+            #expect(run.status == 0, "\(run.stderr)")
+            #expect(!run.stdout.contains("hunter2"))
+            for (path, mode) in [(state, 0o700), (state + "/queue.sqlite", 0o600), (state + "/haul.log", 0o600), (state + "/lock", 0o600)] {
+                var info = stat()
+                #expect(stat(path, &info) == 0, "\(path) exists")
+                #expect(Int(info.st_mode) & 0o777 == mode, "\(path) has mode \(String(Int(info.st_mode) & 0o777, radix: 8))")
+            }
+            let log = try String(contentsOfFile: state + "/haul.log", encoding: .utf8)
+            #expect(log.contains("schedule"), "the log records what happened")
+            #expect(!log.contains("hunter2"), "no password in the log")
+            #expect(!log.unicodeScalars.contains { $0.value < 0x20 && $0 != "\n" }, "no control characters in the log")
+            let listed = try await CLI.list(state: state, in: directory)
+            #expect((listed.first?["url"] as? String)?.contains("hunter2") == false)
+        }
+    }
 }
