@@ -42,7 +42,8 @@ public struct SessionStateMachine: Sendable {
         case stopTransfer(DownloadID, AttemptID)
         /// Delete the part file (cancel and purge only).
         case deletePartFile(DownloadID, path: String)
-        /// Move the finished part file to its destination(s), then report `finalized` or `finalizeFailed`.
+        /// Move the finished part file to its destination(s), then report `finalized` or
+        /// `finalizeFailed`. The download keeps its transfer slot until then.
         case finalize(DownloadID)
         /// Call `retryTimerFired(id, token:)` at `date`.
         case scheduleRetry(DownloadID, token: UInt64, at: Date)
@@ -109,6 +110,9 @@ public struct SessionStateMachine: Sendable {
     /// The retry timer each `waiting` download expects; other tokens are stale.
     private var retryTokens: [DownloadID: UInt64] = [:]
     private var speedMeters: [DownloadID: SpeedMeter] = [:]
+    /// Completed downloads whose files are being placed: they hold their slot until placed, so
+    /// what shows as transferring never exceeds `maxActive`.
+    public private(set) var placing: Set<DownloadID> = []
     /// Restored downloads this process does not run unless asked (`haul get` for other URLs): they
     /// stay queued for the process that runs the whole queue.
     public private(set) var held: Set<DownloadID> = []
@@ -300,6 +304,10 @@ public struct SessionStateMachine: Sendable {
         guard download.state.isFinished else {
             throw .illegal(id, state: download.state.word, intent: "remove")
         }
+        // Completed but not yet placed: its bytes are still in the part file, about to move.
+        guard download.state != .completed || !download.completedPaths.isEmpty else {
+            throw .illegal(id, state: "being placed", intent: "remove")
+        }
         downloads[id] = nil
         order.removeAll { $0 == id }
         latestAttempt[id] = nil
@@ -442,6 +450,7 @@ public struct SessionStateMachine: Sendable {
             download.state = .completed
             download.totalBytes = bytesOnDisk
             download.failedAttempts = 0
+            placing.insert(id)
             actions.append(.finalize(id))
         case .retryable(let reason, let retryAfter, let progressed):
             download.failedAttempts = progressed ? 1 : download.failedAttempts + 1
@@ -479,16 +488,27 @@ public struct SessionStateMachine: Sendable {
         return startEligible()
     }
 
-    /// The owner placed the finished file at `paths` (the first requester's first).
-    public mutating func finalized(_ id: DownloadID, paths: [String]) {
+    /// The owner placed the finished file at `paths` (the first requester's first); its slot is free.
+    public mutating func finalized(_ id: DownloadID, paths: [String]) -> [Action] {
         downloads[id]?.completedPaths = paths
+        placing.remove(id)
+        return startEligible()
     }
 
     /// The owner could not place the finished file; the bytes stay in the part file.
-    public mutating func finalizeFailed(_ id: DownloadID, reason: String) {
+    public mutating func finalizeFailed(_ id: DownloadID, reason: String) -> [Action] {
+        placing.remove(id)
+        if downloads[id]?.state == .completed {
+            downloads[id]?.state = .failed(reason: reason)
+            downloads[id]?.lastError = reason
+        }
+        return startEligible()
+    }
+
+    /// Marks a restored download whose completed file still has to be placed (see `QueueRecovery`).
+    public mutating func needsPlacing(_ id: DownloadID) {
         guard downloads[id]?.state == .completed else { return }
-        downloads[id]?.state = .failed(reason: reason)
-        downloads[id]?.lastError = reason
+        placing.insert(id)
     }
 
     // MARK: Helpers
@@ -516,7 +536,7 @@ public struct SessionStateMachine: Sendable {
 
     /// Starts queued downloads in queue order while slots are free.
     private mutating func startEligible() -> [Action] {
-        var active = running.count
+        var active = running.count + placing.count
         var actions: [Action] = []
         for id in order where active < configuration.maxActive {
             guard var download = downloads[id], download.state == .queued, !held.contains(id) else { continue }

@@ -65,9 +65,9 @@ public actor DownloadSession {
     private var journalDirty: Set<DownloadID> = []
     /// How far each part file is known to be fsync'd: the most a checkpoint may claim.
     private var durable: [DownloadID: Int64] = [:]
-    /// Bumped whenever a part file starts over at zero, so an fsync begun before cannot claim bytes after.
-    private var epochs: [DownloadID: Int] = [:]
     private var checkpointing: Set<DownloadID> = []
+    /// The snapshot published last.
+    private var published = SessionSnapshot(downloads: [], maxActive: 0)
 
     private struct RunningTransfer {
         var attempt: AttemptID
@@ -92,6 +92,7 @@ public actor DownloadSession {
         httpConfiguration.httpVersion = .http1Only
         client = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: httpConfiguration)
         (snapshots, continuation) = AsyncStream.makeStream(of: SessionSnapshot.self, bufferingPolicy: .bufferingNewest(1))
+        published = machine.snapshot
     }
 
     // MARK: Intents
@@ -137,7 +138,6 @@ public actor DownloadSession {
         try machine.remove(id)
         retryTimers.removeValue(forKey: id)?.cancel()
         durable[id] = nil
-        epochs[id] = nil
         await publish().value
     }
 
@@ -167,9 +167,10 @@ public actor DownloadSession {
         await perform(try machine.setMaxActive(count))
     }
 
-    /// The current picture, for callers that do not follow `snapshots`.
+    /// The latest published picture (committed, when there is a journal), for callers that do not
+    /// follow `snapshots`.
     public func snapshot() -> SessionSnapshot {
-        machine.snapshot
+        published
     }
 
     /// Stops everything this process runs (bytes kept, each marked to resume on the next start),
@@ -231,6 +232,8 @@ public actor DownloadSession {
                 return (plan, synced)
             }
         }
+        // A shutdown (a signal) may have come while the part files were looked at.
+        guard !isShutDown else { return [] }
         var notes: [String] = []
         for (plan, synced) in plans {
             let download = plan.download
@@ -245,10 +248,12 @@ public actor DownloadSession {
         // Positions are rewritten once, so they are exactly the queue order from here on.
         committedPositions = [:]
         machine.restore(plans.map(\.0.download), nextID: stored.nextID, holdPending: !startPending)
+        var actions: [Action] = []
         for (plan, _) in plans where plan.needsFinalize {
-            finalize(plan.download.id)
+            machine.needsPlacing(plan.download.id)
+            actions += finalize(plan.download.id)
         }
-        await perform(machine.startQueued())
+        await perform(actions + machine.startQueued())
         return notes
     }
     // MARK: Carrying out actions
@@ -262,6 +267,7 @@ public actor DownloadSession {
     /// or gone. An intent arriving during that wait sees a machine and a set of transfers that agree.
     private func perform(_ actions: [Action]) async {
         var waits: [Task<Void, Never>] = []
+        var finalizing: [DownloadID] = []
         for action in actions {
             switch action {
             case .startTransfer(let order):
@@ -275,7 +281,9 @@ public actor DownloadSession {
             case .deletePartFile(_, let path):
                 waits.append(enqueueFileWork(on: path) { _ = unlink(path) })
             case .finalize(let id):
-                finalize(id)
+                // After the commit below: the row says `completed` before the part file moves, so
+                // a crash in between finds the bytes and places them, never fetching them again.
+                finalizing.append(id)
             case .scheduleRetry(let id, let token, let date):
                 guard !isShutDown else { continue }
                 retryTimers.removeValue(forKey: id)?.cancel()
@@ -286,6 +294,14 @@ public actor DownloadSession {
                     await self?.retryTimerFired(id, token: token)
                 }
             }
+        }
+        if !finalizing.isEmpty {
+            // Committed, not shown: nobody sees `completed` before the file is in place, and a
+            // crash from here on finds a completed row with its bytes and places them.
+            await publish(showing: false).value
+            var freed: [Action] = []
+            for id in finalizing { freed += finalize(id) }
+            await perform(freed)
         }
         let published = publish()
         // Each stopped transfer publishes its final byte count itself when it ends.
@@ -339,7 +355,6 @@ public actor DownloadSession {
         case .fresh, .restarted:
             // The part file was cut to zero: nothing of the new version is synced yet.
             durable[id] = 0
-            epochs[id, default: 0] += 1
         case .resumed(let offset, _):
             durable[id] = min(durable[id] ?? 0, offset)
         }
@@ -372,8 +387,9 @@ public actor DownloadSession {
     /// The move comes last so that any failure leaves the bytes in the part file: the download
     /// fails with the reason, the copies made so far are removed, and a retry finds everything on
     /// disk (a 416 completes it without fetching a byte).
-    private func finalize(_ id: DownloadID) {
-        guard let download = machine.download(id) else { return }
+    /// - Returns: what the freed slot starts.
+    private func finalize(_ id: DownloadID) -> [Action] {
+        guard let download = machine.download(id) else { return [] }
         let name = download.serverFileName ?? FileNaming.name(for: download.url)
         var extras: [String] = []
         do {
@@ -381,10 +397,10 @@ public actor DownloadSession {
                 extras.append(try FilePlacement.place(download.partPath, at: extra, name: name, move: false))
             }
             let primary = try FilePlacement.place(download.partPath, at: download.destination, name: name, move: true)
-            machine.finalized(id, paths: [primary] + extras)
+            return machine.finalized(id, paths: [primary] + extras)
         } catch {
             for path in extras { unlink(path) }
-            machine.finalizeFailed(id, reason: error.description)
+            return machine.finalizeFailed(id, reason: error.description)
         }
     }
 
@@ -429,22 +445,25 @@ public actor DownloadSession {
     /// writing meanwhile and never waits for it.
     private func checkpointRunning() {
         for (id, transfer) in transfers where !checkpointing.contains(id) {
-            let bytes = transfer.progress.bytesOnDisk.load(ordering: .relaxed)
-            guard bytes > durable[id] ?? 0, let path = machine.download(id)?.partPath else { continue }
+            let progress = transfer.progress
+            // Read the truncation count first: a truncation after it makes the bytes void.
+            let truncations = progress.truncations.load(ordering: .sequentiallyConsistent)
+            let bytes = progress.bytesOnDisk.load(ordering: .sequentiallyConsistent)
+            guard truncations % 2 == 0, bytes > durable[id] ?? 0, let path = machine.download(id)?.partPath else { continue }
             checkpointing.insert(id)
             let attempt = transfer.attempt
-            let epoch = epochs[id, default: 0]
             Task { [weak self] in
                 let synced = await FileSync.sync(path)
-                await self?.checkpointed(id, attempt: attempt, epoch: epoch, bytes: bytes, synced: synced)
+                // The bytes counted were written before the sync began, unless the file was cut since.
+                let valid = synced && progress.truncations.load(ordering: .sequentiallyConsistent) == truncations
+                await self?.checkpointed(id, attempt: attempt, bytes: bytes, valid: valid)
             }
         }
     }
 
-    private func checkpointed(_ id: DownloadID, attempt: AttemptID, epoch: Int, bytes: Int64, synced: Bool) {
+    private func checkpointed(_ id: DownloadID, attempt: AttemptID, bytes: Int64, valid: Bool) {
         checkpointing.remove(id)
-        // A restart since the sync began means the bytes counted belong to the old version.
-        guard synced, machine.runningAttempt(id) == attempt, epochs[id, default: 0] == epoch else { return }
+        guard valid, machine.runningAttempt(id) == attempt else { return }
         durable[id] = max(durable[id] ?? 0, bytes)
         journalDirty.insert(id)
         publish()
@@ -457,33 +476,55 @@ public actor DownloadSession {
     /// Tasks queue behind each other, so commits and snapshots keep their order; a commit takes
     /// everything that changed until it runs, so a burst of changes costs one transaction.
     @discardableResult
-    private func publish() -> Task<Void, Never> {
+    private func publish(showing: Bool = true) -> Task<Void, Never> {
         let previous = journalTail
         let task = Task {
             await previous?.value
-            await self.commitAndYield()
+            await self.commitAndYield(showing: showing)
         }
         journalTail = task
         return task
     }
 
-    private func commitAndYield() async {
+    private func commitAndYield(showing: Bool) async {
         let changes = takeChanges()
-        let snapshot = machine.snapshot
+        let snapshot = visibleSnapshot()
         if let journal, !changes.isEmpty {
-            let failure: String? = await withCheckedContinuation { continuation in
-                journalQueue.async {
-                    do {
-                        try journal.commit(changes)
-                        continuation.resume(returning: nil)
-                    } catch {
-                        continuation.resume(returning: String(describing: error))
+            // A busy or full disk may pass: retry for about three seconds before showing the change
+            // anyway (the rows stay dirty, so the next commit writes them again).
+            var delay = Duration.milliseconds(50)
+            var failure: String?
+            for _ in 0..<6 {
+                failure = await withCheckedContinuation { continuation in
+                    journalQueue.async {
+                        do {
+                            try journal.commit(changes)
+                            continuation.resume(returning: nil)
+                        } catch {
+                            continuation.resume(returning: String(describing: error))
+                        }
                     }
                 }
+                guard failure != nil else { break }
+                try? await Task.sleep(for: delay)
+                delay *= 2
             }
             if let failure { commitFailed(changes, reason: failure) }
         }
+        guard showing else { return }
+        published = snapshot
         continuation.yield(snapshot)
+    }
+
+    /// The machine's picture, with downloads being placed shown as they were last published.
+    private func visibleSnapshot() -> SessionSnapshot {
+        var snapshot = machine.snapshot
+        let placing = machine.placing
+        guard !placing.isEmpty else { return snapshot }
+        for (index, download) in snapshot.downloads.enumerated() where placing.contains(download.id) {
+            if let shown = published[download.id] { snapshot.downloads[index] = shown }
+        }
+        return snapshot
     }
 
     /// The rows that differ from what the journal holds, assumed committed from here on.

@@ -28,10 +28,21 @@ enum FileSync {
     }
 
     static func syncNow(_ path: String) -> Bool {
+        syncError(path) == 0
+    }
+
+    /// Flushes the file at `path`; throws the `errno` of a failed open or sync.
+    static func syncOrThrow(_ path: String) async throws(PartFile.Failure) {
+        let code = await run { syncError(path) }
+        if code != 0 { throw PartFile.Failure(operation: "sync", path: path, code: code) }
+    }
+
+    /// 0, or the `errno` of the failed open or sync.
+    private static func syncError(_ path: String) -> Int32 {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return false }
+        guard fd >= 0 else { return errno }
         defer { close(fd) }
-        return fsync(fd) == 0
+        return fsync(fd) == 0 ? 0 : errno
     }
 
     /// The length of the file at `path`, nil when there is none.

@@ -83,11 +83,6 @@ final class PartFile {
         throw Failure(operation: "stat", path: path, code: errno)
     }
 
-    /// Flushes the data to stable storage.
-    func sync() throws(Failure) {
-        guard fsync(descriptor) == 0 else { throw Failure(operation: "sync", path: path, code: errno) }
-    }
-
     func close() {
         if descriptor >= 0 {
             Self.closeDescriptor(descriptor)

@@ -11,6 +11,17 @@ import Synchronization
 /// what keeps actor hops off the per-chunk path.
 final class TransferProgress: Sendable {
     let bytesOnDisk = Atomic<Int64>(0)
+    /// Odd while the part file is being cut back (the bytes counted so far stop being true), bumped
+    /// again when done: a checkpoint that saw another value, or an odd one, claims nothing.
+    let truncations = Atomic<Int>(0)
+
+    /// Cuts `file` to `offset`, telling concurrent checkpoints that the bytes they counted are void.
+    func truncate(_ file: PartFile, to offset: Int64) throws(PartFile.Failure) {
+        truncations.add(1, ordering: .sequentiallyConsistent)
+        defer { truncations.add(1, ordering: .sequentiallyConsistent) }
+        bytesOnDisk.store(offset, ordering: .sequentiallyConsistent)
+        try file.truncate(to: offset)
+    }
 }
 
 /// One HTTP attempt of one download: a request (a `Range` resume when there are bytes to keep), the
@@ -111,17 +122,13 @@ struct Transfer: Sendable {
                 let file = try attempt.open()
                 defer { file.close() }
                 if case .restarted = disposition { attempt.restarted = true }
-                if file.length != offset { try file.truncate(to: offset) }
+                if file.length != offset { try progress.truncate(file, to: offset) }
                 progress.bytesOnDisk.store(offset, ordering: .relaxed)
                 await responded(info(response, facts: facts, total: total, disposition: disposition))
                 return try await stream(response.body, into: file, total: total, progressed: { attempt.grew })
             case .complete(let total):
                 await responded(info(response, facts: facts, total: total, disposition: .resumed(from: total, verified: validators.ifRange != nil)))
-                if syncOnCompletion {
-                    let file = try attempt.open()
-                    defer { file.close() }
-                    try file.sync()
-                }
+                if syncOnCompletion { try await FileSync.syncOrThrow(order.partPath) }
                 return .completed
             case .refetch(let reason):
                 // Never append this body. One fresh request per attempt; a second oddity is an error.
@@ -157,7 +164,8 @@ struct Transfer: Sendable {
                 retryAfter: nil, progressed: progressed()
             )
         }
-        if syncOnCompletion { try file.sync() }
+        // On a thread of its own: a sync of much dirty data must not hold a cooperative thread.
+        if syncOnCompletion { try await FileSync.syncOrThrow(file.path) }
         return .completed
     }
 

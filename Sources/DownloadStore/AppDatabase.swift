@@ -16,6 +16,8 @@ public struct AppDatabase: QueueJournal, Sendable {
     /// An error of the store, for one line on stderr.
     public struct Failure: Error, CustomStringConvertible {
         public var description: String
+        /// The database has an older schema and was opened read-only, so it was not migrated.
+        public var needsMigration = false
     }
 
     private let writer: any DatabaseWriter
@@ -67,7 +69,7 @@ public struct AppDatabase: QueueJournal, Sendable {
         if migrate {
             try Self.migrator.migrate(writer)
         } else if try writer.read({ db in try !Self.migrator.hasCompletedMigrations(db) }) {
-            throw Failure(description: "the queue database has an older schema; run haul once to migrate it")
+            throw Failure(description: "the queue database has an older schema; run haul once to migrate it", needsMigration: true)
         }
     }
 

@@ -83,18 +83,6 @@ public struct StateDirectory: Sendable {
         return QueueLock(descriptor: fd)
     }
 
-    /// The pid of the process that holds the lock, if any (for `haul list` and scripts).
-    public func lockHolder() -> Int32? {
-        let fd = open(lockPath, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return nil }
-        defer { close(fd) }
-        if flock(fd, LOCK_SH | LOCK_NB) == 0 {
-            flock(fd, LOCK_UN)
-            return nil
-        }
-        return Self.readPID(fd) ?? -1
-    }
-
     private static func readPID(_ fd: Int32) -> Int32? {
         var buffer = [UInt8](repeating: 0, count: 32)
         // The holder writes its pid right after locking: give it a moment.

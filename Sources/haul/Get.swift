@@ -73,6 +73,8 @@ struct Get: AsyncParsableCommand {
                 ids.append(try await session.schedule(url, to: destination))
             } catch {
                 await session.shutdown()
+                // Refused because a signal shut the session down meanwhile: that is no bad input.
+                if let signal = interruption.received { throw ExitCode(128 + signal) }
                 throw UsageError(message: error.description)
             }
         }

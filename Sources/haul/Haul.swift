@@ -26,16 +26,29 @@ enum Main {
         } catch let exit as ExitCode {
             Haul.exit(withError: exit)
         } catch let error as UsageError {
-            FileHandle.standardError.write(Data("haul: error: \(error.message)\n".utf8))
+            writeError("haul: error: \(error.message)\n")
             Haul.exit(withError: ExitCode(2))
         } catch {
             if Haul.exitCode(for: error) == .validationFailure {
                 let message = Haul.message(for: error).split(separator: "\n").first.map(String.init) ?? "invalid arguments"
-                FileHandle.standardError.write(Data("haul: \(message)\n".utf8))
+                writeError("haul: \(message)\n")
                 Haul.exit(withError: ExitCode(2))
             }
             Haul.exit(withError: error)
         }
+    }
+}
+
+/// Writes to stderr with `write(2)`: a terminal that went away (SIGHUP) fails the write, not the
+/// process (Foundation's `FileHandle.write` traps on EIO).
+func writeError(_ text: String) {
+    let bytes = Array(text.utf8)
+    var offset = 0
+    while offset < bytes.count {
+        let written = bytes[offset...].withUnsafeBytes { write(STDERR_FILENO, $0.baseAddress, $0.count) }
+        if written < 0, errno == EINTR { continue }
+        guard written > 0 else { return }
+        offset += written
     }
 }
 

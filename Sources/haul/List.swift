@@ -32,16 +32,19 @@ struct List: ParsableCommand {
     }
 
     /// The queue at `path`; an empty one when there is none yet (nothing is created).
+    ///
+    /// Read-only, so it never stands in the way of a haul starting on the queue. Only a database
+    /// with an older schema is opened for writing, under the lock, to migrate it.
     static func read(_ path: String) throws -> StoredQueue {
         guard let directory = try? StateDirectory(existingAt: path),
               FileManager.default.fileExists(atPath: directory.databasePath) else { return StoredQueue() }
-        if directory.lockHolder() == nil {
-            // Nobody owns the queue: open it properly, migrating an older schema, under the lock.
+        do {
+            return try AppDatabase.open(at: directory.databasePath, readOnly: true).loadQueue()
+        } catch let failure where failure.needsMigration {
             let lock = try directory.lock()
             defer { withExtendedLifetime(lock) {} }
             return try AppDatabase.open(at: directory.databasePath).loadQueue()
         }
-        return try AppDatabase.open(at: directory.databasePath, readOnly: true).loadQueue()
     }
 
     static func table(_ queue: StoredQueue) -> String {

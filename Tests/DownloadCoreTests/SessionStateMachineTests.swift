@@ -93,8 +93,10 @@ import Testing
         #expect(actions == [.finalize(id)])
         #expect(m.download(id)?.state == .completed)
         #expect(m.download(id)?.totalBytes == 500)
-        m.finalized(id, paths: ["/d/file.bin"])
+        #expect(m.placing == [id])
+        #expect(m.finalized(id, paths: ["/d/file.bin"]).isEmpty)
         #expect(m.download(id)?.completedPath == "/d/file.bin")
+        #expect(m.placing.isEmpty)
     }
 
     @Test func downloadingToWaitingWithBackoffThenQueuedByTheTimer() throws {
@@ -412,11 +414,23 @@ import Testing
         #expect(m.download(second)?.bytesOnDisk == 900)
     }
 
+    @Test func aDownloadBeingPlacedHoldsItsSlot() throws {
+        var m = machine(maxActive: 1)
+        let (first, attempt) = try started(&m)
+        let (second, _) = try m.schedule(url: try #require(URL(string: "http://example.test/2")), destination: .file("/d/2"))
+        #expect(m.download(second)?.state == .queued)
+        #expect(m.transferFinished(first, attempt: attempt, outcome: .completed, bytesOnDisk: 9, now: now, jitter: 0) == [.finalize(first)])
+        #expect(m.download(second)?.state == .queued, "not before the file is placed")
+        let actions = m.finalized(first, paths: ["/d/file.bin"])
+        #expect(actions.count == 1)
+        #expect(m.download(second)?.state == .downloading)
+    }
+
     @Test func aFailedPlacementFailsTheDownload() throws {
         var m = machine()
         let (id, attempt) = try started(&m)
         _ = m.transferFinished(id, attempt: attempt, outcome: .completed, bytesOnDisk: 9, now: now, jitter: 0)
-        m.finalizeFailed(id, reason: "cannot move the file to /d/file.bin: Permission denied")
+        _ = m.finalizeFailed(id, reason: "cannot move the file to /d/file.bin: Permission denied")
         #expect(m.download(id)?.state == .failed(reason: "cannot move the file to /d/file.bin: Permission denied"))
         #expect(m.download(id)?.completedPath == nil)
     }

@@ -24,19 +24,29 @@ import Testing
     }
 
     /// A loopback server, a directory and a queue database, shared by the sessions of one test.
-    struct Bench {
+    final class Bench: Sendable {
         let server: LoopbackServer
         let directory: String
         let journal: RecordingJournal
+        /// Every session made, shut down at the end even when the test throws.
+        let sessions = Mutex<[DownloadSession]>([])
 
         var database: AppDatabase { journal.database }
+
+        init(server: LoopbackServer, directory: String, journal: RecordingJournal) {
+            self.server = server
+            self.directory = directory
+            self.journal = journal
+        }
 
         func path(_ name: String) -> String { directory + "/" + name }
 
         func session(_ adjust: (inout DownloadSession.Configuration) -> Void = { _ in }) -> DownloadSession {
             var configuration = Harness.testConfiguration()
             adjust(&configuration)
-            return DownloadSession(configuration: configuration, journal: journal)
+            let session = DownloadSession(configuration: configuration, journal: journal)
+            sessions.withLock { $0.append(session) }
+            return session
         }
 
         func stored(_ id: DownloadID) throws -> Download? {
@@ -51,9 +61,11 @@ import Testing
             do {
                 try await body(bench)
             } catch {
+                for session in bench.sessions.withLock({ $0 }) { await session.shutdown() }
                 await server.shutdown()
                 throw error
             }
+            for session in bench.sessions.withLock({ $0 }) { await session.shutdown() }
             await server.shutdown()
             try? FileManager.default.removeItem(atPath: directory)
         }

@@ -175,7 +175,7 @@ import Testing
         let base = FileManager.default.temporaryDirectory.appendingPathComponent("haul-lock-\(UUID().uuidString)").path
         let directory = try StateDirectory(creatingAt: base)
         var lock: QueueLock? = try directory.lock()
-        #expect(directory.lockHolder() == getpid())
+        #expect(try String(contentsOfFile: directory.lockPath, encoding: .utf8) == "\(getpid())\n")
         #expect {
             try directory.lock()
         } throws: { error in
@@ -183,7 +183,6 @@ import Testing
         }
         #expect(lock != nil)
         lock = nil
-        #expect(directory.lockHolder() == nil)
         #expect(throws: Never.self) { _ = try directory.lock() }
     }
 }

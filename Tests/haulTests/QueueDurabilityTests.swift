@@ -36,7 +36,10 @@ import Testing
     func interrupt(_ fixture: Fixture, with signal: Int32) async throws -> (run: HaulProcess.Run, seconds: Double, onDisk: Int64) {
         let first = try fixture.start()
         let target = Int64.random(in: Int64(Self.size / 10)...Int64(Self.size * 7 / 10))
-        try await CLI.waitUntil("\(target) bytes on disk") { (CLI.length(fixture.part) ?? 0) >= target }
+        if !(try await CLI.waitUntil("\(target) bytes on disk") { (CLI.length(fixture.part) ?? 0) >= target }) {
+            let log = (try? String(contentsOfFile: fixture.state + "/haul.log", encoding: .utf8)) ?? "no log"
+            Issue.record("haul printed: \(first.stdoutSoFar)\nlog: \(log)\nrequests: \(fixture.server.requests())")
+        }
         let sent = Date()
         first.send(signal)
         let run = try await first.wait(timeout: 10)
@@ -96,6 +99,10 @@ import Testing
     @Test func aSecondHaulOnTheQueueIsRefusedAndChangesNothing() async throws {
         try await withFixture { fixture in
             fixture.server.serve("/other.bin", size: 1000)
+            // The first haul holds the queue for as long as the test needs: its body stalls.
+            var stall = Faults()
+            stall.stallAfterBytes = 512 * 1024
+            fixture.server.setFaults("/k.bin", stall)
             let first = try fixture.start()
             try await CLI.waitUntil("the first haul to write") { (CLI.length(fixture.part) ?? 0) > 0 }
             let second = try await HaulProcess(
