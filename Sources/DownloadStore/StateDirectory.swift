@@ -83,10 +83,25 @@ public struct StateDirectory: Sendable {
         return QueueLock(descriptor: fd)
     }
 
-    private static func readPID(_ fd: Int32) -> Int32? {
+    /// The pid of a live haul that holds (or last held) the lock; nil when that process is gone.
+    ///
+    /// Reads the pid the holder wrote and asks the kernel whether it still runs a haul, without
+    /// touching the lock itself: probing it could make a haul starting at that moment fail.
+    public func liveHolder() -> Int32? {
+        let fd = open(lockPath, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        guard let pid = Self.readPID(fd, attempts: 1), pid > 0, kill(pid, 0) == 0 || errno == EPERM else { return nil }
+        // A recycled pid belongs to another program.
+        guard let command = FileManager.default.contents(atPath: "/proc/\(pid)/cmdline") else { return pid }
+        let arguments = command.split(separator: 0).map { String(decoding: $0, as: UTF8.self) }
+        return arguments.contains { $0 == "haul" || $0.hasSuffix("/haul") } ? pid : nil
+    }
+
+    private static func readPID(_ fd: Int32, attempts: Int = 20) -> Int32? {
         var buffer = [UInt8](repeating: 0, count: 32)
         // The holder writes its pid right after locking: give it a moment.
-        for _ in 0..<20 {
+        for _ in 0..<attempts {
             let count = pread(fd, &buffer, buffer.count, 0)
             if count > 0, let pid = Int32(String(decoding: buffer[0..<count], as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)) {
                 return pid

@@ -28,7 +28,25 @@ struct List: ParsableCommand {
         } catch let error as StateDirectory.Failure {
             throw UsageError(message: error.description)
         }
-        print(json ? Self.json(queue) : Self.table(queue), terminator: "")
+        let shown = Self.asRecoveryWillSeeIt(queue, path: path)
+        print(json ? Self.json(shown) : Self.table(shown), terminator: "")
+    }
+
+    /// With no haul running on the queue, nothing is downloading or waiting: a row a killed process
+    /// left that way is shown as what the next start makes of it (queued), saying so.
+    static func asRecoveryWillSeeIt(_ queue: StoredQueue, path: String) -> StoredQueue {
+        guard let directory = try? StateDirectory(existingAt: path), directory.liveHolder() == nil else { return queue }
+        var queue = queue
+        for index in queue.downloads.indices {
+            switch queue.downloads[index].state {
+            case .downloading, .waiting:
+                queue.downloads[index].state = .queued
+                queue.downloads[index].lastError = "interrupted: the haul running it ended; resumes on the next start"
+            case .queued, .paused, .completed, .failed, .cancelled:
+                break
+            }
+        }
+        return queue
     }
 
     /// The queue at `path`; an empty one when there is none yet (nothing is created).

@@ -73,7 +73,8 @@ import Testing
             let (killed, _, onDisk) = try await interrupt(fixture, with: SIGKILL)
             #expect(killed.signalled && killed.status == SIGKILL)
             let listed = try await CLI.list(state: fixture.state, in: fixture.directory)
-            #expect(listed.first?["state"] as? String == "downloading", "the row a kill -9 left behind")
+            #expect(listed.first?["state"] as? String == "queued", "nobody works on the row a kill -9 left behind")
+            #expect((listed.first?["error"] as? String)?.hasPrefix("interrupted") == true)
             let checkpoint = try #require(listed.first?["bytes"] as? Int)
             #expect(checkpoint <= onDisk, "a checkpoint never claims more than the disk holds")
             _ = try await finishAndCheckResume(fixture, onDisk: onDisk, what: "kill -9 #\(round)")
@@ -114,9 +115,10 @@ import Testing
             #expect(!FileManager.default.fileExists(atPath: fixture.directory + "/other.bin"))
             #expect(!FileManager.default.fileExists(atPath: fixture.directory + "/other.bin.part"))
             #expect(fixture.server.requests("/other.bin").isEmpty)
-            // The queue can be read meanwhile, and holds only the first download.
+            // The queue can be read meanwhile, and holds only the first download, still running.
             let listed = try await CLI.list(state: fixture.state, in: fixture.directory)
             #expect(listed.count == 1)
+            #expect(listed.first?["state"] as? String == "downloading")
             first.send(SIGTERM)
             #expect(try await first.wait().status == 143)
         }
