@@ -49,6 +49,15 @@ import Testing
             return session
         }
 
+        /// Writes `row` as a process that ended in `boot` would have left it.
+        func seed(_ row: Download, boot: String?) throws {
+            var changes = QueueChanges()
+            changes.saved = [row]
+            changes.positions = [row.id: 0]
+            changes.bootID = boot
+            try database.commit(changes)
+        }
+
         func stored(_ id: DownloadID) throws -> Download? {
             try database.loadQueue().downloads.first { $0.id == id }
         }
@@ -206,11 +215,7 @@ import Testing
             row.bytesOnDisk = 400_000
             row.totalBytes = Int64(size)
             row.etag = try await etag(of: "/k.bin", bench.server)
-            var changes = QueueChanges()
-            changes.saved = [row]
-            changes.positions = [row.id: 0]
-            changes.bootID = BootID.current()
-            try bench.database.commit(changes)
+            try bench.seed(row, boot: BootID.current())
             // When a new session restores it (same boot)
             let session = bench.session()
             await session.restore(try bench.database.loadQueue(), startPending: true)
@@ -236,11 +241,7 @@ import Testing
             row.bytesOnDisk = 400_000
             row.totalBytes = Int64(size)
             row.etag = try await etag(of: "/b.bin", bench.server)
-            var changes = QueueChanges()
-            changes.saved = [row]
-            changes.positions = [row.id: 0]
-            changes.bootID = "a-boot-before-the-power-went"
-            try bench.database.commit(changes)
+            try bench.seed(row, boot: "a-boot-before-the-power-went")
 
             let session = bench.session()
             let notes = await session.restore(try bench.database.loadQueue(), startPending: true)
@@ -262,10 +263,7 @@ import Testing
             row.state = .completed
             row.bytesOnDisk = Int64(size)
             row.totalBytes = Int64(size)
-            var changes = QueueChanges()
-            changes.saved = [row]
-            changes.positions = [row.id: 0]
-            try bench.database.commit(changes)
+            try bench.seed(row, boot: nil)
 
             let session = bench.session()
             await session.restore(try bench.database.loadQueue(), startPending: true)
