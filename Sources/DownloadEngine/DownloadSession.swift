@@ -63,6 +63,8 @@ public actor DownloadSession {
     private var committedPositions: [DownloadID: Int] = [:]
     /// Downloads whose row must be looked at again (a new checkpoint, a failed commit).
     private var journalDirty: Set<DownloadID> = []
+    /// Removals whose commit failed: the next commit deletes them again.
+    private var uncommittedRemovals: Set<DownloadID> = []
     /// How far each part file is known to be fsync'd: the most a checkpoint may claim.
     private var durable: [DownloadID: Int64] = [:]
     private var checkpointing: Set<DownloadID> = []
@@ -235,10 +237,11 @@ public actor DownloadSession {
         // A shutdown (a signal) may have come while the part files were looked at.
         guard !isShutDown else { return [] }
         var notes: [String] = []
-        for (plan, synced) in plans {
+        // The plans are in the stored order, one per download.
+        for (row, (plan, synced)) in zip(stored.downloads, plans) {
             let download = plan.download
-            committed[download.id] = stored.downloads.first { $0.id == download.id }.map(Self.rowValue)
-            durable[download.id] = synced ? download.bytesOnDisk : min(download.bytesOnDisk, stored.downloads.first { $0.id == download.id }?.bytesOnDisk ?? 0)
+            committed[download.id] = Self.rowValue(row)
+            durable[download.id] = synced ? download.bytesOnDisk : min(download.bytesOnDisk, row.bytesOnDisk)
             if let note = plan.note {
                 notes.append("[\(download.id)] \(note)")
                 configuration.logger.notice("recovery", metadata: ["id": "\(download.id)", "note": "\(note)"])
@@ -543,7 +546,7 @@ public actor DownloadSession {
         }
         for id in touched.union(journalDirty) {
             guard let download = machine.download(id) else {
-                if committed.removeValue(forKey: id) != nil { changes.removed.append(id) }
+                if committed.removeValue(forKey: id) != nil || uncommittedRemovals.remove(id) != nil { changes.removed.append(id) }
                 committedPositions[id] = nil
                 continue
             }
@@ -566,8 +569,7 @@ public actor DownloadSession {
         for download in changes.saved { committed[download.id] = nil }
         journalDirty.formUnion(changes.saved.map(\.id))
         journalDirty.formUnion(changes.removed)
-        // A placeholder row: the next commit sees it without a download and deletes it again.
-        for id in changes.removed { committed[id] = Download(id: id, url: URL(fileURLWithPath: "/"), destination: .file("/"), partPath: "") }
+        uncommittedRemovals.formUnion(changes.removed)
         if !changes.positions.isEmpty {
             committedPositions = [:]
             committedOrder = []
