@@ -48,17 +48,27 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
+        // The view state, the key table and a pure render(state) -> Frame. No curses, no engine.
+        .target(name: "TerminalUI", dependencies: ["DownloadCore"]),
+        // ncursesw, linked by name (no pkg-config: SwiftPM would drop its -D flags with a warning);
+        // the shim turns the wide API on and wraps the macros Swift cannot import.
+        .systemLibrary(name: "CNCurses", providers: [.apt(["libncurses-dev"])]),
+        // The only code that calls curses, all on one dedicated thread.
+        .target(name: "CursesBackend", dependencies: ["CNCurses", "TerminalUI"]),
         .executableTarget(
             name: "haul",
             dependencies: [
                 "DownloadCore",
                 "DownloadEngine",
                 "DownloadStore",
+                "TerminalUI",
+                "CursesBackend",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
         .testTarget(name: "DownloadCoreTests", dependencies: ["DownloadCore"]),
+        .testTarget(name: "TerminalUITests", dependencies: ["DownloadCore", "TerminalUI"]),
         .testTarget(
             name: "DownloadEngineTests",
             dependencies: [

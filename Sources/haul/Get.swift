@@ -129,10 +129,10 @@ struct Get: AsyncParsableCommand {
             if FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), isDirectory.boolValue {
                 throw UsageError(message: "-o/--output names a directory: \(path)")
             }
-            try checkWritableDirectory((path as NSString).deletingLastPathComponent.isEmpty ? "." : (path as NSString).deletingLastPathComponent)
+            try Self.checkWritableDirectory((path as NSString).deletingLastPathComponent.isEmpty ? "." : (path as NSString).deletingLastPathComponent)
             return [(parsed[0], .file(path))]
         }
-        try checkWritableDirectory(directory)
+        try Self.checkWritableDirectory(directory)
         return parsed.map { ($0, .directory(directory)) }
     }
 
@@ -144,7 +144,7 @@ struct Get: AsyncParsableCommand {
         return path.hasSuffix("/") && !standardized.hasSuffix("/") ? standardized + "/" : standardized
     }
 
-    private func checkWritableDirectory(_ path: String) throws {
+    static func checkWritableDirectory(_ path: String) throws {
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
             throw UsageError(message: "directory does not exist: \(path)")

@@ -20,7 +20,9 @@ final class Interruption: Sendable {
         let signal = Mutex<Int32?>(nil)
     }
 
-    init(session: DownloadSession) {
+    /// `beforeForcedExit` runs right before a watchdog or a second signal leaves without the normal
+    /// path (the terminal UI puts the terminal back there).
+    init(session: DownloadSession, beforeForcedExit: @escaping @Sendable () -> Void = {}) {
         // A write to a terminal that went away must fail with EPIPE/EIO, not kill the process, and a
         // file size limit must fail a write with EFBIG (the download pauses), not kill it either.
         signal(SIGPIPE, SIG_IGN)
@@ -30,7 +32,7 @@ final class Interruption: Sendable {
             signal(number, SIG_IGN)
             let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
             let state = self.state
-            source.setEventHandler { Self.handle(number, state: state, session: session) }
+            source.setEventHandler { Self.handle(number, state: state, session: session, beforeForcedExit: beforeForcedExit) }
             source.resume()
             made.append(source)
         }
@@ -42,13 +44,19 @@ final class Interruption: Sendable {
         state.signal.withLock { $0 }
     }
 
-    private static func handle(_ number: Int32, state: Received, session: DownloadSession) {
+    private static func handle(_ number: Int32, state: Received, session: DownloadSession, beforeForcedExit: @escaping @Sendable () -> Void) {
         let first = state.signal.withLock { received in
             defer { if received == nil { received = number } }
             return received == nil
         }
-        guard first else { _exit(128 + number) }
+        guard first else {
+            beforeForcedExit()
+            _exit(128 + number)
+        }
         Task { await session.shutdown() }
-        DispatchQueue.global().asyncAfter(deadline: .now() + 1.8) { _exit(128 + number) }
+        DispatchQueue.global().asyncAfter(deadline: .now() + 1.8) {
+            beforeForcedExit()
+            _exit(128 + number)
+        }
     }
 }

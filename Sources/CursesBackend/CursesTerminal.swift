@@ -1,0 +1,309 @@
+import CNCurses
+import Foundation
+import Synchronization
+import TerminalUI
+
+/// The terminal, owned by curses on one dedicated thread for its whole life.
+///
+/// Every curses call happens on that thread: it starts curses, draws the newest frame from a
+/// mailbox (only the lines that changed; ncurses then sends only the cells that changed), reads keys
+/// with a 50 ms timeout and yields them, and ends curses. Frames dropped from the mailbox are never
+/// missed: only the newest one matters.
+public final class CursesTerminal: Sendable {
+    public struct Failure: Error, CustomStringConvertible {
+        public var description: String
+    }
+
+    /// Keys (in batches) and sizes, in order; never dropped. Finishes when the terminal stops.
+    public let events: AsyncStream<TerminalEvent>
+    /// Whether the locale is UTF-8 (else only ASCII is drawn).
+    public let unicode: Bool
+    private let shared: Shared
+
+    /// What the caller and the curses thread exchange.
+    private final class Shared: Sendable {
+        struct Mail {
+            var frame: Frame?
+            var repaint = false
+            var stop = false
+            var stopped = false
+            var waiters: [CheckedContinuation<Void, Never>] = []
+        }
+
+        let mail = Mutex(Mail())
+    }
+
+    /// Starts curses on the controlling terminal, or says why it cannot (not a terminal, unknown
+    /// `TERM`). `colors` false draws without colour (`NO_COLOR`); so does a terminal without any.
+    public init(colors: Bool) throws(Failure) {
+        guard isatty(STDIN_FILENO) == 1, isatty(STDOUT_FILENO) == 1 else {
+            throw Failure(description: "the terminal UI needs a terminal on stdin and stdout (use haul get in scripts)")
+        }
+        setlocale(LC_ALL, "")
+        unicode = haul_locale_is_utf8() != 0
+        let (events, continuation) = AsyncStream.makeStream(of: TerminalEvent.self, bufferingPolicy: .unbounded)
+        self.events = events
+        let shared = Shared()
+        self.shared = shared
+        let started = Mutex<Result<Void, Failure>?>(nil)
+        let ready = DispatchSemaphore(value: 0)
+        let thread = Thread {
+            Self.run(shared: shared, colors: colors, events: continuation) { result in
+                started.withLock { $0 = result }
+                ready.signal()
+            }
+        }
+        thread.name = "haul.curses"
+        thread.start()
+        ready.wait()
+        if case .failure(let failure) = started.withLock({ $0 }) {
+            throw failure
+        }
+    }
+
+    /// Hands the newest frame to the curses thread (an older, undrawn one is dropped).
+    public func show(_ frame: Frame) {
+        shared.mail.withLock { $0.frame = frame }
+    }
+
+    /// Repaints every cell with the next frame (Ctrl-L).
+    public func repaint() {
+        shared.mail.withLock { $0.repaint = true }
+    }
+
+    /// Ends curses and restores the terminal; returns once it is restored. Safe to call twice.
+    public func stop() async {
+        await withCheckedContinuation { (waiter: CheckedContinuation<Void, Never>) in
+            let done = shared.mail.withLock { mail -> Bool in
+                if mail.stopped { return true }
+                mail.stop = true
+                mail.waiters.append(waiter)
+                return false
+            }
+            if done { waiter.resume() }
+        }
+    }
+
+    // MARK: The curses thread
+
+    private static func run(
+        shared: Shared,
+        colors: Bool,
+        events: AsyncStream<TerminalEvent>.Continuation,
+        started: (Result<Void, Failure>) -> Void
+    ) {
+        Emergency.save()
+        guard haul_start() == 0 else {
+            let name = ProcessInfo.processInfo.environment["TERM"] ?? "unset"
+            started(.failure(Failure(description: "cannot use this terminal (TERM=\(name))")))
+            return
+        }
+        cbreak()
+        noecho()
+        nonl()
+        _ = haul_keypad()
+        _ = haul_intrflush()
+        set_escdelay(25)
+        timeout(50)
+        Emergency.remember()
+        var screen = Screen(colors: colors && has_colors())
+        screen.setUpColors()
+        started(.success(()))
+        events.yield(.resize(width: Int(haul_cols()), height: Int(haul_lines())))
+
+        while true {
+            let (frame, repaint, stop) = shared.mail.withLock { mail in
+                defer {
+                    mail.frame = nil
+                    mail.repaint = false
+                }
+                return (mail.frame, mail.repaint, mail.stop)
+            }
+            if stop { break }
+            if repaint { screen.forgetDrawn(repaintAll: true) }
+            // Ctrl-L with nothing new to show repaints what is there.
+            if let frame = frame ?? (repaint ? screen.last : nil) { screen.draw(frame) }
+            readKeys(into: events, screen: &screen)
+        }
+        endwin()
+        Emergency.forget()
+        events.finish()
+        let waiters = shared.mail.withLock { mail in
+            mail.stopped = true
+            defer { mail.waiters = [] }
+            return mail.waiters
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+
+    /// Waits up to 50 ms for a key, then takes every key already there (a paste arrives whole).
+    private static func readKeys(into events: AsyncStream<TerminalEvent>.Continuation, screen: inout Screen) {
+        var keys: [Key] = []
+        var code: UInt32 = 0
+        var result = haul_get_wch(&code)
+        defer { timeout(50) }
+        while result != ERR {
+            if result == KEY_CODE_YES, Int32(code) == KEY_RESIZE {
+                if !keys.isEmpty { events.yield(.keys(keys)) }
+                keys = []
+                // The old cells mean nothing at the new size: the next frame draws every line.
+                screen.forgetDrawn(repaintAll: false)
+                events.yield(.resize(width: Int(haul_cols()), height: Int(haul_lines())))
+            } else if let key = Self.key(result: result, code: code) {
+                keys.append(key)
+            }
+            timeout(0)
+            result = haul_get_wch(&code)
+        }
+        if !keys.isEmpty { events.yield(.keys(keys)) }
+    }
+
+    static func key(result: Int32, code: UInt32) -> Key? {
+        if result == KEY_CODE_YES {
+            switch Int32(code) {
+            case KEY_UP: return .up
+            case KEY_DOWN: return .down
+            case KEY_LEFT: return .left
+            case KEY_RIGHT: return .right
+            case KEY_PPAGE: return .pageUp
+            case KEY_NPAGE: return .pageDown
+            case KEY_HOME, KEY_FIND: return .home
+            case KEY_END, KEY_SELECT, KEY_LL: return .end
+            case KEY_BACKSPACE: return .backspace
+            case KEY_DC: return .delete
+            case KEY_ENTER: return .enter
+            default: return nil
+            }
+        }
+        switch code {
+        case 10, 13: return .enter
+        case 27: return .escape
+        case 8, 127: return .backspace
+        case 9: return .tab
+        case 1...26:
+            return Unicode.Scalar(code + 96).map { .ctrl(Character($0)) }
+        case 0..<32: return nil
+        default:
+            return Unicode.Scalar(code).map { .char(Character($0)) }
+        }
+    }
+}
+
+/// What is on the screen, so a frame redraws only the lines that changed.
+private struct Screen {
+    let colors: Bool
+    private var drawn: [Line] = []
+    private var drawnSize = (width: -1, height: -1)
+    private var cursorVisible: Bool?
+    private(set) var last: Frame?
+
+    init(colors: Bool) {
+        self.colors = colors
+    }
+
+    func setUpColors() {
+        guard colors else { return }
+        start_color()
+        // -1: the terminal's own background, so haul looks at home in any theme.
+        use_default_colors()
+        let numbers: [TerminalUI.Color: Int16] = [.red: 1, .green: 2, .yellow: 3, .blue: 4, .magenta: 5, .cyan: 6]
+        for (color, number) in numbers {
+            init_pair(Int16(color.rawValue), number, -1)
+        }
+    }
+
+    mutating func forgetDrawn(repaintAll: Bool) {
+        drawn = []
+        if repaintAll { _ = haul_repaint_all() }
+    }
+
+    mutating func draw(_ frame: Frame) {
+        // A frame laid out for another size (a resize raced it) would wrap: wait for the next one.
+        guard frame.width == Int(haul_cols()), frame.height == Int(haul_lines()) else { return }
+        last = frame
+        if drawnSize != (frame.width, frame.height) {
+            drawn = []
+            drawnSize = (frame.width, frame.height)
+        }
+        for (y, line) in frame.lines.enumerated() {
+            if y < drawn.count, drawn[y] == line { continue }
+            var x = 0
+            for span in line.spans where !span.text.isEmpty {
+                apply(span.style)
+                let characters = span.text.unicodeScalars.map { wchar_t(bitPattern: $0.value) }
+                _ = haul_draw(Int32(y), Int32(x), characters, Int32(characters.count))
+                x += ScreenText.width(span.text)
+            }
+            haul_style(0, 0)
+            if x < frame.width {
+                _ = haul_move(Int32(y), Int32(x))
+                _ = haul_clear_to_eol()
+            }
+        }
+        drawn = frame.lines
+        let wantsCursor = frame.cursor != nil
+        if cursorVisible != wantsCursor {
+            curs_set(wantsCursor ? 1 : 0)
+            cursorVisible = wantsCursor
+        }
+        if let cursor = frame.cursor {
+            _ = haul_move(Int32(cursor.y), Int32(cursor.x))
+        }
+        _ = haul_refresh()
+    }
+
+    private func apply(_ style: Style) {
+        var flags: UInt32 = 0
+        if style.bold { flags |= UInt32(HAUL_BOLD) }
+        if style.reverse { flags |= UInt32(HAUL_REVERSE) }
+        if style.dim { flags |= UInt32(HAUL_DIM) }
+        if style.underline { flags |= UInt32(HAUL_UNDERLINE) }
+        let pair = colors ? Int16(style.color?.rawValue ?? 0) : 0
+        haul_style(flags, pair)
+    }
+}
+
+/// Puts the terminal back when the process must leave without the curses thread (a watchdog after
+/// a signal): the saved terminal modes, then leaving the alternate screen and showing the cursor.
+public enum Emergency {
+    private struct Saved: @unchecked Sendable {
+        var modes: termios?
+        var reset: [UInt8] = []
+        var active = false
+    }
+
+    private static let saved = Mutex(Saved())
+
+    static func save() {
+        var modes = termios()
+        let ok = tcgetattr(STDIN_FILENO, &modes) == 0
+        saved.withLock { $0.modes = ok ? modes : nil }
+    }
+
+    /// Called once curses is up: terminfo knows how this terminal leaves its full-screen mode.
+    static func remember() {
+        var bytes: [UInt8] = []
+        for name in ["sgr0", "cnorm", "rmcup"] {
+            if let value = haul_terminfo(name) {
+                bytes += Array(String(cString: value).utf8)
+            }
+        }
+        bytes += Array("\r\n".utf8)
+        saved.withLock {
+            $0.reset = bytes
+            $0.active = true
+        }
+    }
+
+    static func forget() {
+        saved.withLock { $0.active = false }
+    }
+
+    /// Restores the terminal if curses still owns it; for the last moments of a process.
+    public static func restoreTerminal() {
+        let state = saved.withLock { $0 }
+        guard state.active else { return }
+        if var modes = state.modes { tcsetattr(STDIN_FILENO, TCSANOW, &modes) }
+        state.reset.withUnsafeBytes { _ = write(STDOUT_FILENO, $0.baseAddress, $0.count) }
+    }
+}

@@ -1,0 +1,213 @@
+import DownloadCore
+import Foundation
+import Testing
+@testable import TerminalUI
+
+@Suite struct RenderTests {
+    init() {
+        #expect(utf8Locale, "the C.UTF-8 locale is needed to measure CJK and emoji")
+    }
+
+    static let sizes = [(0, 0), (1, 1), (20, 5), (40, 12), (80, 24), (200, 50)]
+
+    /// Every size, overlay and mode: exactly `height` lines, none wider than the screen, nothing a
+    /// terminal would interpret.
+    @Test(arguments: [true, false])
+    func everyFrameFitsItsScreen(unicode: Bool) {
+        var overlays: [Overlay?] = [nil, .help, .confirm(Confirmation(kind: .purge, question: "Purge? y/n"))]
+        var prompt = Prompt()
+        prompt.text = Array("https://example.com/" + String(repeating: "x", count: 300) + Fixture.hostileName)
+        prompt.cursor = 150
+        prompt.error = "invalid URL: " + Fixture.hostileName
+        overlays.append(.prompt(prompt))
+        for (width, height) in Self.sizes + [(19, 5), (20, 4), (21, 6), (33, 7), (67, 20), (99, 30), (113, 30)] {
+            for overlay in overlays {
+                for details in [false, true] {
+                    var state = Fixture.state(width: width, height: height, unicode: unicode)
+                    state.overlay = overlay
+                    state.showDetails = details
+                    state.message = details ? StatusMessage(Fixture.hostileName, isError: true) : nil
+                    let frame = render(state)
+                    #expect(frame.lines.count == height, "\(width)x\(height)")
+                    for line in frame.lines {
+                        #expect(line.width <= width, "\(width)x\(height) \(overlay.map { "\($0)" } ?? "table"): \(line.text)")
+                        let bad = line.text.unicodeScalars.filter { $0.value < 0x20 || (0x7F...0x9F).contains($0.value) || (0x202A...0x202E).contains($0.value) }
+                        #expect(bad.isEmpty, "\(width)x\(height): control characters in \(line.text.debugDescription)")
+                        if !unicode {
+                            #expect(line.text.unicodeScalars.allSatisfy { $0.isASCII }, "\(line.text)")
+                        }
+                    }
+                    if let cursor = frame.cursor {
+                        #expect(cursor.x >= 0 && cursor.x < width && cursor.y >= 0 && cursor.y < height)
+                    }
+                }
+            }
+        }
+    }
+
+    @Test func tinyScreensSayTheyAreTooSmall() {
+        #expect(render(Fixture.state(width: 0, height: 0)).lines.isEmpty)
+        #expect(render(Fixture.state(width: 1, height: 1)).text == "…")
+        #expect(render(Fixture.state(width: 1, height: 1, unicode: false)).text == "~")
+        let frame = render(Fixture.state(width: 19, height: 30))
+        #expect(frame.lines[0].text == "terminal too small")
+        #expect(frame.lines.dropFirst().allSatisfy { $0.text.isEmpty })
+        #expect(render(Fixture.state(width: 80, height: 4)).lines[0].text == "terminal too small")
+    }
+
+    @Test func smallestUsableScreen() {
+        let frame = render(Fixture.state(width: 20, height: 5))
+        #expect(frame.lines.map(\.text) == [
+            "haul  ↓ 5.2 MiB/s …",
+            "NAME            DONE",
+            "ubuntu-24.04.1…  40%",
+            "日本語のファイ…    -",
+            "space/p pause",
+        ])
+    }
+
+    @Test(arguments: [(40, 12), (80, 24), (120, 30), (200, 50)])
+    func screensMatchTheirRecordings(width: Int, height: Int) throws {
+        var state = Fixture.state(width: width, height: height)
+        state.showDetails = height >= 24
+        try Snapshot.check(render(state), named: "table-\(width)x\(height)")
+    }
+
+    @Test func helpAndPromptMatchTheirRecordings() throws {
+        var help = Fixture.state(width: 80, height: 24)
+        help.overlay = .help
+        try Snapshot.check(render(help), named: "help-80x24")
+        var prompt = Prompt()
+        prompt.text = Array("ftp://example.com/file")
+        prompt.cursor = prompt.text.count
+        prompt.error = "invalid URL 'ftp://example.com/file': unsupported scheme 'ftp' (only http and https)"
+        var adding = Fixture.state(width: 80, height: 24, unicode: false)
+        adding.overlay = .prompt(prompt)
+        try Snapshot.check(render(adding), named: "prompt-ascii-80x24")
+    }
+
+    /// CJK and emoji take two cells each: every row's state word starts in the same column.
+    @Test func wideCharactersLineUp() {
+        for width in [80, 120, 200] {
+            let frame = render(Fixture.state(width: width, height: 20))
+            let columns = Columns.fitting(width)
+            for line in frame.lines[2..<9] {
+                let text = line.text
+                let name = ScreenText.prefix(text, columns.name)
+                #expect(ScreenText.width(name) == columns.name, "\(width): \(text)")
+                let rest = String(text.unicodeScalars.dropFirst(name.unicodeScalars.count))
+                let word = rest.split(separator: " ").first.map(String.init) ?? ""
+                #expect(["downloading", "queued", "paused", "waiting", "completed", "failed", "cancelled"].contains(word), "\(width): \(text)")
+            }
+        }
+    }
+
+    @Test func hostileNamesAreDefused() {
+        let frame = render(Fixture.state(width: 120, height: 20))
+        let row = frame.lines[5].text
+        #expect(row.hasPrefix("evilname  .bin"), "\(row)")
+        #expect(!frame.text.contains("pwned"))
+        #expect(!frame.text.contains("2J"))
+    }
+
+    @Test func waitingAndFailedRowsSayWhy() {
+        let frame = render(Fixture.state(width: 120, height: 20))
+        #expect(frame.lines[5].text.contains("retry in 12s: connection refused"))
+        #expect(frame.lines[7].text.contains("HTTP 404 Not Found"))
+        var later = Fixture.state(width: 120, height: 20)
+        later.now = Fixture.now.addingTimeInterval(5)
+        #expect(render(later).lines[5].text.contains("retry in 7s: connection refused"))
+        // Too narrow for the reason beside the bytes: it takes the bytes' place.
+        let narrow = render(Fixture.state(width: 60, height: 20))
+        #expect(narrow.lines[5].text.contains("retry in 12s"), "\(narrow.lines[5].text)")
+    }
+
+    @Test func rowsShowProgressBytesSpeedAndResumeOffset() {
+        let row = render(Fixture.state(width: 120, height: 20)).lines[2].text
+        #expect(row.contains("downloading"))
+        #expect(row.contains("40%"))
+        #expect(row.contains("2.2 GiB/5.5 GiB"))
+        #expect(row.contains("5.2 MiB/s"))
+        #expect(row.contains("10m55s"))
+        #expect(row.contains("1.2 GiB ×2"))
+        #expect(row.contains("████████············  40%"))
+        let ascii = render(Fixture.state(width: 120, height: 20, unicode: false)).lines[2].text
+        #expect(ascii.contains("########............  40%") && ascii.contains("1.2 GiB x2"), "\(ascii)")
+    }
+
+    @Test func headerCountsStatesSpeedSavingsAndFreeSpace() {
+        let header = render(Fixture.state(width: 200, height: 20)).lines[0].text
+        #expect(header.hasPrefix("haul  ↓ 5.2 MiB/s  1 downloading · 1 waiting · 1 queued · 1 paused · 1 failed · 1 completed · 1 cancelled"), "\(header)")
+        #expect(header.contains("resumes saved 1.2 GiB"))
+        #expect(header.contains("39.1 GiB free"))
+        #expect(header.contains("3 at once"))
+    }
+
+    @Test func detailsMaskThePasswordAndShowTheHistory() {
+        var state = Fixture.state(width: 120, height: 30)
+        state.showDetails = true
+        let text = render(state).text
+        #expect(text.contains("https://user:***@example.com/files/1"))
+        #expect(!text.contains("secret"))
+        #expect(text.contains("ETag \"abc123\""))
+        #expect(text.contains("HTTP 206"))
+        #expect(text.contains("2 resumes, latest from 1.2 GiB"))
+    }
+
+    @Test func hintsAndHelpComeFromTheKeyTable() {
+        let frame = render(Fixture.state(width: 200, height: 50))
+        let hints = frame.lines[49].text
+        for binding in KeyMap.bindings where binding.hint != nil {
+            #expect(hints.contains("\(binding.label) \(binding.hint ?? "")"))
+        }
+        var state = Fixture.state(width: 200, height: 50)
+        state.overlay = .help
+        let help = render(state).text
+        for binding in KeyMap.bindings {
+            #expect(help.contains(binding.summary))
+        }
+    }
+
+    @Test func theSelectionStaysVisibleWhenScrolling() {
+        let many = (1...40).map { Fixture.download(Int64($0), "file-\($0).bin", .queued) }
+        var state = Fixture.state(width: 80, height: 10, downloads: many)
+        _ = state.handle([.end])
+        var frame = render(state)
+        #expect(frame.lines[8].text.hasPrefix("file-40.bin"))
+        #expect(frame.lines[8].spans.first?.style.reverse == true)
+        _ = state.handle([.pageUp])
+        frame = render(state)
+        #expect(state.selectedDownload?.displayName == "file-33.bin")
+        #expect(frame.text.contains("file-33.bin"))
+        _ = state.handle([.home])
+        #expect(render(state).lines[2].text.hasPrefix("file-1.bin"))
+    }
+
+    @Test func theCursorSitsAfterTheTypedText() {
+        var state = Fixture.state(width: 80, height: 24)
+        var prompt = Prompt()
+        prompt.text = Array("http://a")
+        prompt.cursor = 4
+        state.overlay = .prompt(prompt)
+        let frame = render(state)
+        #expect(frame.lines[23].text == "Add URL: http://a")
+        #expect(frame.cursor == Point(x: 13, y: 23))
+    }
+}
+
+/// Whole screens compared with files in Snapshots/; `HAUL_RECORD_SNAPSHOTS=1 swift test` re-records.
+enum Snapshot {
+    static let directory = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Snapshots")
+
+    static func check(_ frame: Frame, named name: String) throws {
+        let file = directory.appendingPathComponent(name + ".txt")
+        let text = frame.lines.map { $0.text }.joined(separator: "\n") + "\n"
+        if ProcessInfo.processInfo.environment["HAUL_RECORD_SNAPSHOTS"] == "1" {
+            try text.write(to: file, atomically: true, encoding: .utf8)
+            return
+        }
+        let recorded = try? String(contentsOf: file, encoding: .utf8)
+        #expect(recorded != nil, "no recording \(name).txt: run HAUL_RECORD_SNAPSHOTS=1 swift test")
+        #expect(recorded == text, "\(name) differs from its recording:\n\(text)")
+    }
+}
