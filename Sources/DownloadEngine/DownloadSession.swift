@@ -92,6 +92,9 @@ public actor DownloadSession {
         )
         // HTTP/2 costs about twice the CPU for bulk bodies.
         httpConfiguration.httpVersion = .http1Only
+        // The session's maxActive is the limit. AsyncHTTPClient's default of 8 connections per host
+        // would leave a ninth download to one host waiting for a connection until it timed out.
+        httpConfiguration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = 64
         client = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: httpConfiguration)
         (snapshots, continuation) = AsyncStream.makeStream(of: SessionSnapshot.self, bufferingPolicy: .bufferingNewest(1))
         published = machine.snapshot

@@ -321,6 +321,23 @@ import Testing
         }
     }
 
+    /// More than AsyncHTTPClient's default of eight connections per host: every slot gets one.
+    @Test func twentyDownloadsFromOneHostAllRunAtOnce() async throws {
+        try await Harness.with({ $0.maxActive = 20 }) { h in
+            var ids: [DownloadID] = []
+            for index in 0..<20 {
+                let path = "/many/\(index).bin"
+                h.server.serve(path, size: 4 * 1024 * 1024, faults: throttled(200_000))
+                ids.append(try await h.session.schedule(h.server.url(path), to: .directory(h.directory)))
+            }
+            // Each must get bytes well before a pool wait (the connect timeout) would give up.
+            for id in ids {
+                try await h.wait(id, timeout: 5) { $0.bytesOnDisk > 0 }
+            }
+            #expect(h.server.peakConcurrentResponses == 20)
+        }
+    }
+
     @Test func twoHundredSmallDownloadsWithEightAtOnce() async throws {
         try await Harness.with({ $0.maxActive = 8 }) { h in
             var ids: [(DownloadID, String)] = []
