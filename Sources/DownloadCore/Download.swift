@@ -51,6 +51,8 @@ public struct Download: Sendable, Hashable, Identifiable {
     /// Paused by a shutdown (quit, a signal, a dropped SSH connection), not by a person: the next
     /// process that runs the queue resumes it.
     public var pausedByShutdown: Bool = false
+    /// An attempt runs but has no response yet (connecting, or waiting for the head); not stored.
+    public var connecting: Bool = false
 
     public init(id: DownloadID, url: URL, destination: Destination, partPath: String) {
         self.id = id

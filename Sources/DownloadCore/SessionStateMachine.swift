@@ -389,6 +389,7 @@ public struct SessionStateMachine: Sendable {
     /// whose bytes are gone, ignores it.
     public mutating func transferResponded(_ id: DownloadID, attempt: AttemptID, info: ResponseInfo) {
         guard var download = downloads[id], download.state != .cancelled else { return }
+        if running[id] == attempt { download.connecting = false }
         download.lastStatus = info.status
         download.finalURL = info.finalURL
         if let total = info.total { download.totalBytes = total }
@@ -543,6 +544,7 @@ public struct SessionStateMachine: Sendable {
             let attempt = AttemptID(rawValue: nextAttempt)
             nextAttempt += 1
             download.state = .downloading
+            download.connecting = true
             downloads[id] = download
             running[id] = attempt
             latestAttempt[id] = attempt

@@ -172,6 +172,17 @@ struct Painter {
             return line.line
         }
         let downloading = download.state == .downloading
+        if downloading, download.connecting, columns.speed > 0 {
+            line.space(1, styled(.plain))
+            let cells = columns.speed + (columns.eta > 0 ? 1 + columns.eta : 0)
+            line.field(unicode ? "connecting…" : "connecting...", cells, styled(.dim), right: true)
+            if columns.resume > 0 {
+                line.space(1, styled(.plain))
+                line.field(resumeText(download, compact: columns.compact), columns.resume, styled(.dim), right: true)
+            }
+            line.fill(styled(.plain))
+            return line.line
+        }
         if columns.speed > 0 {
             line.space(1, styled(.plain))
             let speed = downloading ? (columns.compact ? Self.compactSpeed(download.bytesPerSecond) : Format.speed(download.bytesPerSecond)) : ""
@@ -287,7 +298,12 @@ struct Painter {
             lines.append(line.line)
         }
         field("URL", download.url.redactingPassword)
-        let target = download.completedPath ?? download.destination.path
+        let target: String
+        switch (download.completedPath, download.destination) {
+        case (let path?, _): target = path
+        case (nil, .file(let path)): target = path
+        case (nil, .directory(let directory)): target = (directory as NSString).appendingPathComponent(download.displayName)
+        }
         field(download.completedPath == nil ? "Saving to" : "Saved to", download.state == .completed ? target : "\(target)  (part file \(download.partPath))")
         if let finalURL = download.finalURL, finalURL != download.url {
             field("Final URL", finalURL.redactingPassword)

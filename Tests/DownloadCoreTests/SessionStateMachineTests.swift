@@ -451,6 +451,7 @@ import Testing
     @Test func aResumeIsCountedWithItsOffset() throws {
         var m = machine()
         let (id, attempt) = try started(&m)
+        #expect(m.download(id)?.connecting == true, "no response yet")
         m.transferResponded(id, attempt: attempt, info: .init(status: 206, total: 1000, validators: Validators(etag: "\"a\""), finalURL: url, serverFileName: nil, disposition: .resumed(from: 400, verified: true)))
         let download = try #require(m.download(id))
         #expect(download.resumeCount == 1)
@@ -459,6 +460,7 @@ import Testing
         #expect(download.bytesOnDisk == 400)
         #expect(!download.unverifiedResume)
         #expect(download.lastStatus == 206)
+        #expect(!download.connecting)
     }
 
     @Test func aRestartAdoptsTheNewValidatorsAndSaysWhy() throws {

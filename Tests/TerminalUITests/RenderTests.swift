@@ -135,6 +135,17 @@ import Testing
         #expect(ascii.contains("########............  40%") && ascii.contains("1.2 GiB x2"), "\(ascii)")
     }
 
+    @Test func anAttemptWithoutAResponseSaysConnecting() {
+        var downloads = Fixture.downloads
+        downloads[0].connecting = true
+        let row = render(Fixture.state(width: 120, height: 20, downloads: downloads)).lines[2].text
+        #expect(row.contains("connecting…"), "\(row)")
+        #expect(!row.contains("5.2 MiB/s"))
+        #expect(row.hasSuffix("1.2 GiB ×2"), "the resume offset stays")
+        downloads[0].state = .paused
+        #expect(!render(Fixture.state(width: 120, height: 20, downloads: downloads)).lines[2].text.contains("connecting"))
+    }
+
     @Test func headerCountsStatesSpeedSavingsAndFreeSpace() {
         let header = render(Fixture.state(width: 200, height: 20)).lines[0].text
         #expect(header.hasPrefix("haul  ↓ 5.2 MiB/s  1 downloading · 1 waiting · 1 queued · 1 paused · 1 failed · 1 completed · 1 cancelled"), "\(header)")
