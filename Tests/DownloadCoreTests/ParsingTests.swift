@@ -175,4 +175,25 @@ import Testing
         meter.record(bytes: 0, at: 11)
         #expect(meter.bytesPerSecond == 0, "a restart from zero starts a new measurement")
     }
+
+    /// A throttled server sending 100 KiB once a second, sampled ten times a second: the speed reads
+    /// 100 KiB/s wherever the window cuts, and falls when the bytes stop.
+    @Test func burstsOnceASecondReadAsTheirRate() {
+        var meter = SpeedMeter(window: 3)
+        var lowest = Double.infinity
+        var highest = 0.0
+        for tick in 0...100 {
+            let time = Double(tick) / 10 + 0.05
+            let bursts = Int64(time.rounded(.down)) + 1
+            meter.record(bytes: bursts * 102_400, at: time)
+            if time > 4 {
+                lowest = min(lowest, meter.bytesPerSecond)
+                highest = max(highest, meter.bytesPerSecond)
+            }
+        }
+        #expect(lowest > 0.95 * 102_400 && highest < 1.05 * 102_400, "\(lowest)...\(highest)")
+        let stalled = Int64(11) * 102_400
+        for tick in 101...160 { meter.record(bytes: stalled, at: Double(tick) / 10) }
+        #expect(meter.bytesPerSecond < 0.5 * 102_400, "six quiet seconds: \(meter.bytesPerSecond)")
+    }
 }

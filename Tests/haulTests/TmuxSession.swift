@@ -95,8 +95,9 @@ final class TmuxSession: @unchecked Sendable {
 
     /// Runs `tmux -u -L SOCKET ARGS` and waits for it; its output when `capture`.
     ///
-    /// posix_spawn and waitpid rather than Foundation's Process: `waitUntilExit` on a test's
-    /// thread never saw the tmux client end here.
+    /// posix_spawn and waitpid, not Foundation's Process: its `waitUntilExit` sometimes never saw
+    /// a tmux client end (a zombie nobody reaped) while other tests ran processes. Output goes
+    /// through a file, never a pipe: the server `new-session` starts keeps what it inherits.
     @discardableResult
     private func tmux(_ arguments: [String], capture: Bool = true) -> (status: Int32, output: String) {
         let output = FileManager.default.temporaryDirectory.appendingPathComponent("tmux-\(UUID().uuidString).out").path
@@ -105,13 +106,27 @@ final class TmuxSession: @unchecked Sendable {
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        // The server new-session starts keeps what it inherits: never a pipe we would wait on.
         posix_spawn_file_actions_addopen(&actions, 1, capture ? output : "/dev/null", O_WRONLY | O_CREAT | O_TRUNC, 0o600)
         posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        // Nothing else of this process (loopback sockets, other tests' files) may leak into the
+        // tmux server, which outlives the call: a socket it held would keep a connection open.
+        _ = spawnCloseFrom(&actions, 3)
         let argv = (["tmux", "-u", "-L", socket] + arguments).map { strdup($0) } + [nil]
         defer { for pointer in argv { free(pointer) } }
+        // Default signal handling and no blocked signals: the server and its panes must die on the
+        // SIGHUP and SIGTERM of kill-server, whatever the test process ignores or blocks.
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var all = sigset_t()
+        sigfillset(&all)
+        var none = sigset_t()
+        sigemptyset(&none)
+        posix_spawnattr_setsigdefault(&attributes, &all)
+        posix_spawnattr_setsigmask(&attributes, &none)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK))
         var pid: pid_t = 0
-        guard posix_spawnp(&pid, "tmux", &actions, nil, argv, environ) == 0 else { return (-1, "cannot run tmux") }
+        guard posix_spawnp(&pid, "tmux", &actions, &attributes, argv, environ) == 0 else { return (-1, "cannot run tmux") }
         var status: Int32 = 0
         while waitpid(pid, &status, 0) < 0, errno == EINTR {}
         let text = capture ? ((try? String(contentsOfFile: output, encoding: .utf8)) ?? "") : ""
@@ -119,3 +134,8 @@ final class TmuxSession: @unchecked Sendable {
         return (exited, text)
     }
 }
+
+/// glibc's `posix_spawn_file_actions_addclosefrom_np` (2.34+), which Swift's Glibc module does
+/// not declare.
+@_silgen_name("posix_spawn_file_actions_addclosefrom_np")
+private func spawnCloseFrom(_ actions: UnsafeMutablePointer<posix_spawn_file_actions_t>, _ from: Int32) -> Int32
