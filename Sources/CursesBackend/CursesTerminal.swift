@@ -39,7 +39,8 @@ public final class CursesTerminal: Sendable {
         guard isatty(STDIN_FILENO) == 1, isatty(STDOUT_FILENO) == 1 else {
             throw Failure(description: "the terminal UI needs a terminal on stdin and stdout (use haul get in scripts)")
         }
-        setlocale(LC_ALL, "")
+        // Only the character type: ncurses needs it for wide characters; nothing else may change.
+        setlocale(LC_CTYPE, "")
         unicode = haul_locale_is_utf8() != 0
         let (events, continuation) = AsyncStream.makeStream(of: TerminalEvent.self, bufferingPolicy: .unbounded)
         self.events = events
@@ -98,7 +99,10 @@ public final class CursesTerminal: Sendable {
             started(.failure(Failure(description: "cannot use this terminal (TERM=\(name))")))
             return
         }
-        cbreak()
+        // raw, not cbreak: Ctrl-C, Ctrl-\\ and Ctrl-Z arrive as keys (Ctrl-C quits like q) instead of
+        // signals whose ncurses handlers would draw from another thread, and Ctrl-S cannot freeze
+        // the output (no XON/XOFF) with the curses thread stuck in a write.
+        raw()
         noecho()
         nonl()
         _ = haul_keypad()
@@ -204,11 +208,12 @@ private struct Screen {
     func setUpColors() {
         guard colors else { return }
         start_color()
-        // -1: the terminal's own background, so haul looks at home in any theme.
-        use_default_colors()
+        // -1: the terminal's own background, so haul looks at home in any theme; black where the
+        // terminal cannot keep its default colours.
+        let background: Int16 = use_default_colors() == OK ? -1 : 0
         let numbers: [TerminalUI.Color: Int16] = [.red: 1, .green: 2, .yellow: 3, .blue: 4, .magenta: 5, .cyan: 6]
         for (color, number) in numbers {
-            init_pair(Int16(color.rawValue), number, -1)
+            init_pair(Int16(color.rawValue), number, background)
         }
     }
 
@@ -283,7 +288,7 @@ public enum Emergency {
     /// Called once curses is up: terminfo knows how this terminal leaves its full-screen mode.
     static func remember() {
         var bytes: [UInt8] = []
-        for name in ["sgr0", "cnorm", "rmcup"] {
+        for name in ["sgr0", "cnorm", "rmkx", "rmcup"] {
             if let value = haul_terminfo(name) {
                 bytes += Array(String(cString: value).utf8)
             }
@@ -293,10 +298,12 @@ public enum Emergency {
             $0.reset = bytes
             $0.active = true
         }
+        CrashRestore.arm(modes: saved.withLock { $0.modes }, reset: bytes)
     }
 
     static func forget() {
         saved.withLock { $0.active = false }
+        CrashRestore.disarm()
     }
 
     /// Restores the terminal if curses still owns it; for the last moments of a process.
@@ -305,5 +312,51 @@ public enum Emergency {
         guard state.active else { return }
         if var modes = state.modes { tcsetattr(STDIN_FILENO, TCSANOW, &modes) }
         state.reset.withUnsafeBytes { _ = write(STDOUT_FILENO, $0.baseAddress, $0.count) }
+    }
+}
+
+/// Puts the terminal back when the process crashes (a trap, SIGSEGV, SIGABRT) while curses owns it,
+/// then lets the signal do what it would have done.
+///
+/// The handler may only use async-signal-safe calls and memory prepared beforehand: `tcsetattr`,
+/// `write`, `raise`, and buffers allocated when curses started.
+private enum CrashRestore {
+    nonisolated(unsafe) static var modes = termios()
+    nonisolated(unsafe) static var hasModes = false
+    nonisolated(unsafe) static var reset: UnsafeMutableBufferPointer<UInt8>?
+    nonisolated(unsafe) static var armed: sig_atomic_t = 0
+    static let signals: [Int32] = [SIGILL, SIGTRAP, SIGABRT, SIGBUS, SIGFPE, SIGSEGV]
+
+    /// Called on the curses thread, once curses is up.
+    static func arm(modes saved: termios?, reset bytes: [UInt8]) {
+        if let saved {
+            modes = saved
+            hasModes = true
+        }
+        if reset == nil {
+            let buffer = UnsafeMutableBufferPointer<UInt8>.allocate(capacity: bytes.count)
+            _ = buffer.initialize(from: bytes)
+            reset = buffer
+        }
+        armed = 1
+        for number in signals {
+            var action = sigaction()
+            action.__sigaction_handler.sa_handler = { number in
+                if CrashRestore.armed == 1 {
+                    CrashRestore.armed = 0
+                    if CrashRestore.hasModes { tcsetattr(STDIN_FILENO, TCSANOW, &CrashRestore.modes) }
+                    if let reset = CrashRestore.reset { _ = write(STDOUT_FILENO, reset.baseAddress, reset.count) }
+                }
+                // SA_RESETHAND put the default action back: the crash goes on as it would have.
+                raise(number)
+            }
+            action.sa_flags = Int32(truncatingIfNeeded: SA_RESETHAND) | Int32(truncatingIfNeeded: SA_NODEFER)
+            sigemptyset(&action.sa_mask)
+            sigaction(number, &action, nil)
+        }
+    }
+
+    static func disarm() {
+        armed = 0
     }
 }

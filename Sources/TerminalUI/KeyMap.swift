@@ -62,7 +62,7 @@ public enum KeyMap {
         KeyBinding(keys: [.enter], label: "Enter", action: .details, summary: "show or hide the details pane", hint: "details"),
         KeyBinding(keys: [.char("?")], label: "?", action: .help, summary: "show or hide this help", hint: "help"),
         KeyBinding(keys: [.ctrl("l")], label: "Ctrl-L", action: .redraw, summary: "redraw the screen"),
-        KeyBinding(keys: [.char("q")], label: "q", action: .quit, summary: "quit: pause everything; it resumes next start", hint: "quit"),
+        KeyBinding(keys: [.char("q"), .ctrl("c")], label: "q/Ctrl-C", action: .quit, summary: "quit: pause everything; it resumes next start", hint: "quit"),
     ]
 
     private static let byKey: [Key: KeyAction] = {

@@ -50,7 +50,7 @@ public func render(_ state: ViewState) -> Frame {
             lines[layout.bottom - 1] = painter.plain((state.unicode ? "✗ " : "x ") + error, Style(color: .red, bold: true))
         }
     case .confirm(let confirmation):
-        lines[layout.bottom] = painter.plain(confirmation.question, Style(color: .yellow, bold: true, reverse: true), fill: true)
+        lines[layout.bottom] = painter.question(confirmation.question)
     case .help, nil:
         if let message = state.message {
             lines[layout.bottom] = painter.plain(message.text, message.isError ? Style(color: .red, bold: true) : .bold)
@@ -80,6 +80,17 @@ struct Painter {
         return line.line
     }
 
+    /// A y/n question; the answer keys always show, the question is what gets cut.
+    func question(_ text: String) -> Line {
+        let style = Style(color: .yellow, bold: true, reverse: true)
+        var line = LineBuilder(width: width, unicode: unicode)
+        let answer = " y/n"
+        line.add(ScreenText.fit(clean(text), max(1, width - answer.count), unicode: unicode), style)
+        line.add(answer, style)
+        line.fill(style)
+        return line.line
+    }
+
     // MARK: Header
 
     static let stateOrder = ["downloading", "waiting", "queued", "paused", "failed", "completed", "cancelled"]
@@ -93,17 +104,26 @@ struct Painter {
         line.add(unicode ? "  ↓ " : "  down ")
         let speed = Format.speed(snapshot.totalBytesPerSecond)
         line.add(speed == "-" ? "0 B/s" : speed, .bold)
-        var items: [(separator: String, text: String, style: Style)] = []
-        let counts = snapshot.countsByState
+        typealias Item = (separator: String, text: String, style: Style)
+        var counts: [Item] = []
+        let countsByState = snapshot.countsByState
         for word in Self.stateOrder {
-            guard let count = counts[word], count > 0 else { continue }
-            items.append((items.isEmpty ? "  " : (unicode ? " · " : ", "), "\(count) \(word)", Self.style(forWord: word)))
+            guard let count = countsByState[word], count > 0 else { continue }
+            counts.append((counts.isEmpty ? "  " : (unicode ? " · " : ", "), "\(count) \(word)", Self.style(forWord: word)))
         }
-        if snapshot.downloads.isEmpty { items.append(("  ", "empty queue", .plain)) }
+        if snapshot.downloads.isEmpty { counts.append(("  ", "empty queue", .plain)) }
+        var facts: [Item] = []
         let saved = snapshot.totalBytesSavedByResume
-        if saved > 0 { items.append(("  ", "resumes saved \(Format.bytes(saved))", .plain)) }
-        if let free = state.freeDiskBytes { items.append(("  ", "\(Format.bytes(free)) free", .plain)) }
-        items.append(("  ", "\(snapshot.maxActive) at once", .dim))
+        if saved > 0 { facts.append(("  ", "resumes saved \(Format.bytes(saved))", .plain)) }
+        if let free = state.freeDiskBytes { facts.append(("  ", "\(Format.bytes(free)) free", .plain)) }
+        let atOnce: Item = ("  ", "\(snapshot.maxActive) at once", .dim)
+        var items = counts + facts + [atOnce]
+        let total = items.reduce(line.used) { $0 + ScreenText.width($1.separator) + ScreenText.width($1.text) }
+        if total > width {
+            // Not everything fits: the bytes saved and the free space go first, and the counts
+            // after them are cut whole, with an ellipsis.
+            items = facts + counts + [atOnce]
+        }
         for item in items {
             let needed = ScreenText.width(item.separator) + ScreenText.width(item.text)
             guard needed <= line.remaining else {
@@ -357,9 +377,13 @@ struct Painter {
     /// The bindings that have a hint word, as many whole ones as fit.
     func hints() -> Line {
         var line = LineBuilder(width: width, unicode: unicode)
-        for binding in KeyMap.bindings {
+        // Quit and help first: on a narrow screen they are the hints that must stay.
+        let first: Set<KeyAction> = [.quit, .help]
+        let ordered = KeyMap.bindings.filter { first.contains($0.action) }.reversed() + KeyMap.bindings.filter { !first.contains($0.action) }
+        for binding in ordered {
             guard let hint = binding.hint else { continue }
-            let label = KeyMap.label(binding, unicode: unicode)
+            // The first key is enough here (`q`, `space`, `d`); the help lists them all.
+            let label = KeyMap.label(binding, unicode: unicode).split(separator: "/").first.map(String.init) ?? binding.label
             let needed = (line.used == 0 ? 0 : 2) + ScreenText.width(label) + 1 + ScreenText.width(hint)
             guard needed <= line.remaining else { break }
             if line.used > 0 { line.space(2) }

@@ -28,7 +28,7 @@ public enum ScreenText {
             default:
                 if !unicode, scalar.value > 0x7E {
                     output.append("?")
-                } else if scalar.value >= 0x20, !isUnprintable(scalar) {
+                } else if scalar.value >= 0x20, !isUnprintable(scalar), scalar.value < 0x7F || systemWcwidth(Int32(bitPattern: scalar.value)) >= 0 {
                     output.append(scalar)
                 }
             }
@@ -98,6 +98,9 @@ public enum ScreenText {
         case 0x7F...0x9F: true
         // Bidirectional overrides and isolates: they can make a name read backwards.
         case 0x202A...0x202E, 0x2066...0x2069: true
+        // Joiners, variation selectors and skin tones make terminals merge emoji into fewer cells
+        // than wcwidth counts: dropped, each emoji is drawn on its own at the width counted.
+        case 0x200D, 0xFE0E, 0xFE0F, 0x1F3FB...0x1F3FF: true
         default: false
         }
     }

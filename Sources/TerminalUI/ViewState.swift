@@ -78,8 +78,8 @@ public struct ViewState: Sendable {
     public var unicode: Bool
     /// Free space where new downloads go, refreshed by the controller.
     public var freeDiskBytes: Int64?
-    /// The most downloads `>` allows at once.
-    public var maxActiveLimit = 32
+    /// The most downloads `>` (and `-j`) allow at once.
+    public static let maxActiveLimit = 32
 
     public init(snapshot: SessionSnapshot = SessionSnapshot(downloads: [], maxActive: 3), now: Date = Date(), width: Int = 80, height: Int = 24, unicode: Bool = true) {
         self.snapshot = snapshot
@@ -161,6 +161,7 @@ public struct ViewState: Sendable {
         message = nil
         if key == .escape {
             showDetails = false
+            clampScroll()
             return []
         }
         guard let action = KeyMap.action(for: key) else { return [] }
@@ -195,8 +196,8 @@ public struct ViewState: Sendable {
             snapshot.maxActive -= 1
             return [.setMaxActive(snapshot.maxActive)]
         case .moreAtOnce:
-            guard snapshot.maxActive < maxActiveLimit else {
-                message = StatusMessage("at most \(maxActiveLimit) downloads run at once", isError: true)
+            guard snapshot.maxActive < Self.maxActiveLimit else {
+                message = StatusMessage("at most \(Self.maxActiveLimit) downloads run at once", isError: true)
                 return []
             }
             snapshot.maxActive += 1
@@ -248,9 +249,10 @@ public struct ViewState: Sendable {
         case .cancelled:
             state.message = StatusMessage("already cancelled", isError: true)
         default:
-            let data = download.bytesOnDisk > 0 ? "This deletes \(Format.bytes(download.bytesOnDisk)) of downloaded data." : "Nothing downloaded yet."
+            // What is deleted comes first: a long name is what gets cut, never the bytes or "y/n".
+            let data = download.bytesOnDisk > 0 ? "deletes \(Format.bytes(download.bytesOnDisk)) of downloaded data" : "nothing downloaded yet"
             let name = ScreenText.clean(download.displayName, unicode: state.unicode)
-            state.overlay = .confirm(Confirmation(kind: .cancel(download.id), question: "Cancel \(name)? \(data) y/n"))
+            state.overlay = .confirm(Confirmation(kind: .cancel(download.id), question: "Cancel (\(data)): \(name)?"))
         }
         return []
     }
@@ -271,7 +273,7 @@ public struct ViewState: Sendable {
         }
         let bytes = paused.reduce(Int64(0)) { $0 + $1.bytesOnDisk }
         let what = paused.count == 1 ? "1 paused download" : "\(paused.count) paused downloads"
-        overlay = .confirm(Confirmation(kind: .purge, question: "Purge \(what)? This deletes \(Format.bytes(bytes)) of partial data. y/n"))
+        overlay = .confirm(Confirmation(kind: .purge, question: "Purge \(what) (deletes \(Format.bytes(bytes)) of partial data)?"))
     }
 
     private mutating func move(_ download: Download, by offset: Int) -> [Command] {
@@ -313,7 +315,7 @@ public struct ViewState: Sendable {
             prompt.cursor += 1
         case .enter:
             return submit(&prompt)
-        case .escape:
+        case .escape, .ctrl("c"):
             overlay = nil
         case .left: prompt.cursor = max(0, prompt.cursor - 1)
         case .right: prompt.cursor = min(prompt.text.count, prompt.cursor + 1)

@@ -44,7 +44,9 @@ struct UI: AsyncParsableCommand {
         // Everything that can be refused is refused before the queue is touched.
         let requests = try validatedURLs()
         guard refresh >= 1, refresh <= 10 else { throw UsageError(message: "--refresh must be between 1 and 10") }
-        guard maxActive >= 1 else { throw UsageError(message: "--max-active must be at least 1") }
+        guard maxActive >= 1, maxActive <= ViewState.maxActiveLimit else {
+            throw UsageError(message: "--max-active must be between 1 and \(ViewState.maxActiveLimit)")
+        }
         guard isatty(STDIN_FILENO) == 1, isatty(STDOUT_FILENO) == 1 else {
             throw UsageError(message: "the terminal UI needs a terminal on stdin and stdout (use haul get in scripts)")
         }
@@ -150,8 +152,10 @@ struct UI: AsyncParsableCommand {
 struct StandardErrorRedirect {
     private let saved: Int32
 
+    /// The log, else /dev/null: never the screen.
     init?(to path: String) {
-        let log = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0o600)
+        var log = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0o600)
+        if log < 0 { log = open("/dev/null", O_WRONLY | O_CLOEXEC) }
         guard log >= 0 else { return nil }
         defer { close(log) }
         let saved = dup(STDERR_FILENO)

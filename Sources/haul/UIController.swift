@@ -47,7 +47,7 @@ struct UIController {
         var lastDraw = clock.now - refreshInterval
         var lastFrame: Frame?
         var dirty = true
-        var tickPending = false
+        var tickDue: ContinuousClock.Instant?
         var lastDiskCheck = clock.now - .seconds(60)
 
         loop: for await input in inputs {
@@ -68,7 +68,7 @@ struct UIController {
                     dirty = true
                 }
             case .tick:
-                tickPending = false
+                if let due = tickDue, clock.now >= due { tickDue = nil }
                 // A waiting row counts down once a second even when no snapshot comes.
                 if Self.hasCountdown(state.snapshot) { dirty = true }
             case .ended:
@@ -90,16 +90,16 @@ struct UIController {
                 lastDraw = now
                 dirty = false
             }
-            if !tickPending {
-                let deadline: ContinuousClock.Instant? = dirty
-                    ? lastDraw + refreshInterval
-                    : (Self.hasCountdown(state.snapshot) ? now + .seconds(1) : nil)
-                if let deadline {
-                    tickPending = true
-                    Task {
-                        try? await Task.sleep(until: deadline, clock: .continuous)
-                        feed.yield(.tick)
-                    }
+            // One tick on its way at a time, unless a sooner one is needed (a snapshot arriving
+            // while the countdown's one-second tick is pending must not wait for it).
+            let deadline: ContinuousClock.Instant? = dirty
+                ? lastDraw + refreshInterval
+                : (Self.hasCountdown(state.snapshot) ? now + .seconds(1) : nil)
+            if let deadline, tickDue.map({ deadline < $0 }) ?? true {
+                tickDue = deadline
+                Task {
+                    try? await Task.sleep(until: deadline, clock: .continuous)
+                    feed.yield(.tick)
                 }
             }
         }
@@ -119,8 +119,17 @@ struct UIController {
             case .move(let id, let index): try await session.move(id, to: index)
             case .setMaxActive(let count): try await session.setMaxActive(count)
             case .add(let urls):
+                // Every URL is tried; a refusal says how many made it.
+                var refused: [String] = []
                 for url in urls {
-                    _ = try await session.schedule(url, to: .directory(downloadDirectory))
+                    do {
+                        _ = try await session.schedule(url, to: .directory(downloadDirectory))
+                    } catch {
+                        refused.append(error.description)
+                    }
+                }
+                if let first = refused.first {
+                    state.failed(urls.count == 1 ? first : "added \(urls.count - refused.count) of \(urls.count): \(first)")
                 }
             case .redraw: terminal.repaint()
             case .quit: break
@@ -138,6 +147,7 @@ struct UIController {
     static func freeBytes(at path: String) -> Int64? {
         var stats = statvfs()
         guard statvfs(path, &stats) == 0 else { return nil }
-        return Int64(stats.f_bavail) * Int64(stats.f_frsize)
+        let (bytes, overflow) = Int64(clamping: stats.f_bavail).multipliedReportingOverflow(by: Int64(clamping: stats.f_frsize))
+        return overflow ? Int64.max : bytes
     }
 }

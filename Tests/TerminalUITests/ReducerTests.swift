@@ -52,7 +52,7 @@ import Testing
             Issue.record("no confirmation")
             return
         }
-        #expect(confirmation.question == "Cancel 🎉 party 🎉.tar.gz? This deletes 47.6 MiB of downloaded data. y/n")
+        #expect(confirmation.question == "Cancel (deletes 47.6 MiB of downloaded data): 🎉 party 🎉.tar.gz?")
         #expect(state.handle([.char("y")]) == [.cancel(id(2))])
         #expect(state.overlay == nil)
 
@@ -85,7 +85,7 @@ import Testing
             Issue.record("no confirmation")
             return
         }
-        #expect(confirmation.question == "Purge 1 paused download? This deletes 47.6 MiB of partial data. y/n")
+        #expect(confirmation.question == "Purge 1 paused download (deletes 47.6 MiB of partial data)?")
         #expect(state.handle([.char("y")]) == [.purgePaused])
 
         var nothingPaused = ViewState(snapshot: SessionSnapshot(downloads: [Fixture.downloads[0]], maxActive: 3))
@@ -143,6 +143,7 @@ import Testing
         #expect(state.handle([.ctrl("l")]) == [.redraw])
         #expect(state.handle([.char("z")]).isEmpty)
         #expect(state.handle([.char("q")]) == [.quit])
+        #expect(state.handle([.ctrl("c")]) == [.quit], "Ctrl-C is a key in raw mode, and quits like q")
     }
 
     @Test func addPromptEditsAndSubmits() {
@@ -233,6 +234,12 @@ import Testing
         #expect(ScreenText.clean("tab\there\nline\r") == "tab here line ")
         #expect(ScreenText.clean("\u{7F}\u{0}\u{202E}x\u{2066}") == "x")
         #expect(ScreenText.clean("café 日本", unicode: false) == "caf? ??")
+        // Sequences terminals draw narrower than wcwidth counts are taken apart; unprintable
+        // scalars (wcwidth -1) are dropped.
+        #expect(ScreenText.clean("❤\u{FE0F}") == "❤")
+        #expect(ScreenText.clean("👨\u{200D}👩\u{200D}👧") == "👨👩👧")
+        #expect(ScreenText.clean("👍\u{1F3FD}") == "👍")
+        #expect(ScreenText.clean("a\u{2028}b\u{0378}c") == "abc")
     }
 
     @Test func widthsComeFromWcwidth() {

@@ -62,7 +62,7 @@ import Testing
             "NAME            DONE",
             "ubuntu-24.04.1…  40%",
             "日本語のファイ…    -",
-            "space/p pause",
+            "q quit  ? help",
         ])
     }
 
@@ -169,8 +169,11 @@ import Testing
         let frame = render(Fixture.state(width: 200, height: 50))
         let hints = frame.lines[49].text
         for binding in KeyMap.bindings where binding.hint != nil {
-            #expect(hints.contains("\(binding.label) \(binding.hint ?? "")"))
+            let key = binding.label.split(separator: "/").first.map(String.init) ?? ""
+            #expect(hints.contains("\(key) \(binding.hint ?? "")"), "\(hints)")
         }
+        let narrow = render(Fixture.state(width: 80, height: 24)).lines[23].text
+        #expect(narrow.hasPrefix("q quit  ? help  "), "quit and help never fall off: \(narrow)")
         var state = Fixture.state(width: 200, height: 50)
         state.overlay = .help
         let help = render(state).text
@@ -192,6 +195,29 @@ import Testing
         #expect(frame.text.contains("file-33.bin"))
         _ = state.handle([.home])
         #expect(render(state).lines[2].text.hasPrefix("file-1.bin"))
+    }
+
+    @Test func aLongNameNeverHidesWhatACancelDeletesOrTheAnswerKeys() {
+        var downloads = Fixture.downloads
+        downloads[4].state = .paused
+        var state = Fixture.state(width: 80, height: 24, downloads: downloads)
+        _ = state.handle([.down, .down, .down, .down])
+        _ = state.handle([.char("c")])
+        let bottom = render(state).lines[23].text
+        #expect(bottom.hasPrefix("Cancel (deletes 117 MiB of downloaded data): very-long-name-"), "\(bottom)")
+        #expect(bottom.hasSuffix("… y/n"), "\(bottom)")
+        #expect(ScreenText.width(bottom) == 80)
+    }
+
+    /// Esc closes the details pane and the taller table scrolls back so no row is left blank.
+    @Test func closingTheDetailsPaneScrollsBack() {
+        let many = (1...40).map { Fixture.download(Int64($0), "file-\($0).bin", .queued) }
+        var state = Fixture.state(width: 80, height: 30, downloads: many)
+        _ = state.handle([.enter, .end])
+        #expect(state.scrollTop == 40 - 18)
+        _ = state.handle([.escape])
+        #expect(state.scrollTop == 40 - 27)
+        #expect(render(state).lines[28].text.hasPrefix("file-40.bin"))
     }
 
     @Test func theCursorSitsAfterTheTypedText() {
