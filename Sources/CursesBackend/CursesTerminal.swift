@@ -115,6 +115,7 @@ public final class CursesTerminal: Sendable {
         started(.success(()))
         events.yield(.resize(width: Int(haul_cols()), height: Int(haul_lines())))
 
+        var lastActivity = ContinuousClock.now
         while true {
             let (frame, repaint, stop) = shared.mail.withLock { mail in
                 defer {
@@ -127,7 +128,12 @@ public final class CursesTerminal: Sendable {
             if repaint { screen.forgetDrawn(repaintAll: true) }
             // Ctrl-L with nothing new to show repaints what is there.
             if let frame = frame ?? (repaint ? screen.last : nil) { screen.draw(frame) }
-            readKeys(into: events, screen: &screen)
+            // After two quiet seconds the wait grows to 250 ms: an idle haul wakes four times a
+            // second instead of twenty. A key ends the quiet at once, so what it asks for is drawn
+            // within 50 ms; only a change nobody asked for can take up to 250 ms to show.
+            if frame != nil || repaint { lastActivity = .now }
+            let quiet = ContinuousClock.now - lastActivity > .seconds(2)
+            if readKeys(into: events, screen: &screen, wait: quiet ? 250 : 50) { lastActivity = .now }
         }
         endwin()
         Emergency.forget()
@@ -140,13 +146,17 @@ public final class CursesTerminal: Sendable {
         for waiter in waiters { waiter.resume() }
     }
 
-    /// Waits up to 50 ms for a key, then takes every key already there (a paste arrives whole).
-    private static func readKeys(into events: AsyncStream<TerminalEvent>.Continuation, screen: inout Screen) {
+    /// Waits up to `wait` ms for a key, then takes every key already there (a paste arrives whole).
+    ///
+    /// - Returns: whether anything (a key, a resize) came.
+    private static func readKeys(into events: AsyncStream<TerminalEvent>.Continuation, screen: inout Screen, wait: Int32) -> Bool {
         var keys: [Key] = []
         var code: UInt32 = 0
+        var any = false
+        timeout(wait)
         var result = haul_get_wch(&code)
-        defer { timeout(50) }
         while result != ERR {
+            any = true
             if result == KEY_CODE_YES, Int32(code) == KEY_RESIZE {
                 if !keys.isEmpty { events.yield(.keys(keys)) }
                 keys = []
@@ -160,6 +170,7 @@ public final class CursesTerminal: Sendable {
             result = haul_get_wch(&code)
         }
         if !keys.isEmpty { events.yield(.keys(keys)) }
+        return any
     }
 
     static func key(result: Int32, code: UInt32) -> Key? {
