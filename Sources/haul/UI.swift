@@ -62,14 +62,7 @@ struct UI: AsyncParsableCommand {
         let interruption = Interruption(session: session, beforeForcedExit: { Emergency.restoreTerminal() })
         let notes = await session.restore(store.queue, startPending: true)
         store.logger.info("ui", metadata: ["urls": "\(requests.count)", "restored": "\(store.queue.downloads.count)", "recovered": "\(notes.count)"])
-        var refused: [String] = []
-        for url in requests {
-            do {
-                _ = try await session.schedule(url, to: .directory(downloadDirectory))
-            } catch {
-                refused.append(error.description)
-            }
-        }
+        let refused = await UIController.add(requests, to: session, in: downloadDirectory)
 
         // From here until curses ends, stderr goes to the log: nothing may scribble on the screen.
         let redirect = StandardErrorRedirect(to: store.directory.logPath)

@@ -119,15 +119,7 @@ struct UIController {
             case .move(let id, let index): try await session.move(id, to: index)
             case .setMaxActive(let count): try await session.setMaxActive(count)
             case .add(let urls):
-                // Every URL is tried; a refusal says how many made it.
-                var refused: [String] = []
-                for url in urls {
-                    do {
-                        _ = try await session.schedule(url, to: .directory(downloadDirectory))
-                    } catch {
-                        refused.append(error.description)
-                    }
-                }
+                let refused = await Self.add(urls, to: session, in: downloadDirectory)
                 if let first = refused.first {
                     state.failed(urls.count == 1 ? first : "added \(urls.count - refused.count) of \(urls.count): \(first)")
                 }
@@ -137,6 +129,19 @@ struct UIController {
         } catch {
             state.failed(error.description)
         }
+    }
+
+    /// Schedules every URL into `directory`; the reasons of those the session refused.
+    static func add(_ urls: [URL], to session: DownloadSession, in directory: String) async -> [String] {
+        var refused: [String] = []
+        for url in urls {
+            do {
+                _ = try await session.schedule(url, to: .directory(directory))
+            } catch {
+                refused.append(error.description)
+            }
+        }
+        return refused
     }
 
     private static func hasCountdown(_ snapshot: SessionSnapshot) -> Bool {
