@@ -35,7 +35,7 @@ public final class CursesTerminal: Sendable {
 
     /// Starts curses on the controlling terminal, or says why it cannot (not a terminal, unknown
     /// `TERM`). `colors` false draws without colour (`NO_COLOR`); so does a terminal without any.
-    public init(colors: Bool) throws(Failure) {
+    public init(colors: Bool) async throws(Failure) {
         guard isatty(STDIN_FILENO) == 1, isatty(STDOUT_FILENO) == 1 else {
             throw Failure(description: "the terminal UI needs a terminal on stdin and stdout (use haul get in scripts)")
         }
@@ -46,18 +46,15 @@ public final class CursesTerminal: Sendable {
         self.events = events
         let shared = Shared()
         self.shared = shared
-        let started = Mutex<Result<Void, Failure>?>(nil)
-        let ready = DispatchSemaphore(value: 0)
-        let thread = Thread {
-            Self.run(shared: shared, colors: colors, events: continuation) { result in
-                started.withLock { $0 = result }
-                ready.signal()
+        // Awaited, not waited for: no thread of the cooperative pool blocks while curses starts.
+        let started: Result<Void, Failure> = await withCheckedContinuation { ready in
+            let thread = Thread {
+                Self.run(shared: shared, colors: colors, events: continuation) { ready.resume(returning: $0) }
             }
+            thread.name = "haul.curses"
+            thread.start()
         }
-        thread.name = "haul.curses"
-        thread.start()
-        ready.wait()
-        if case .failure(let failure) = started.withLock({ $0 }) {
+        if case .failure(let failure) = started {
             throw failure
         }
     }
@@ -279,85 +276,45 @@ private struct Screen {
     }
 }
 
-/// Puts the terminal back when the process must leave without the curses thread (a watchdog after
-/// a signal): the saved terminal modes, then leaving the alternate screen and showing the cursor.
-public enum Emergency {
-    private struct Saved: @unchecked Sendable {
-        var modes: termios?
-        var reset: [UInt8] = []
-        var active = false
-    }
-
-    private static let saved = Mutex(Saved())
-
-    static func save() {
-        var modes = termios()
-        let ok = tcgetattr(STDIN_FILENO, &modes) == 0
-        saved.withLock { $0.modes = ok ? modes : nil }
-    }
-
-    /// Called once curses is up: terminfo knows how this terminal leaves its full-screen mode.
-    static func remember() {
-        var bytes: [UInt8] = []
-        for name in ["sgr0", "cnorm", "rmkx", "rmcup"] {
-            if let value = haul_terminfo(name) {
-                bytes += Array(String(cString: value).utf8)
-            }
-        }
-        bytes += Array("\r\n".utf8)
-        saved.withLock {
-            $0.reset = bytes
-            $0.active = true
-        }
-        CrashRestore.arm(modes: saved.withLock { $0.modes }, reset: bytes)
-    }
-
-    static func forget() {
-        saved.withLock { $0.active = false }
-        CrashRestore.disarm()
-    }
-
-    /// Restores the terminal if curses still owns it; for the last moments of a process.
-    public static func restoreTerminal() {
-        let state = saved.withLock { $0 }
-        guard state.active else { return }
-        if var modes = state.modes { tcsetattr(STDIN_FILENO, TCSANOW, &modes) }
-        state.reset.withUnsafeBytes { _ = write(STDOUT_FILENO, $0.baseAddress, $0.count) }
-    }
-}
-
-/// Puts the terminal back when the process crashes (a trap, SIGSEGV, SIGABRT) while curses owns it,
-/// then lets the signal do what it would have done.
+/// Puts the terminal back when the process leaves without the curses thread: a watchdog or a
+/// second signal (`restoreTerminal`), or a crash (SIGSEGV, SIGABRT, a Swift trap), after which the
+/// signal goes on as it would have.
 ///
-/// The handler may only use async-signal-safe calls and memory prepared beforehand: `tcsetattr`,
-/// `write`, `raise`, and buffers allocated when curses started.
-private enum CrashRestore {
-    nonisolated(unsafe) static var modes = termios()
-    nonisolated(unsafe) static var hasModes = false
-    nonisolated(unsafe) static var reset: UnsafeMutableBufferPointer<UInt8>?
-    nonisolated(unsafe) static var armed: sig_atomic_t = 0
-    static let signals: [Int32] = [SIGILL, SIGTRAP, SIGABRT, SIGBUS, SIGFPE, SIGSEGV]
+/// Both paths run the same restore, which may only use async-signal-safe calls and memory prepared
+/// beforehand: `tcsetattr` with the modes saved before curses started, and `write` of the terminal's
+/// own reset strings (`sgr0 cnorm rmkx rmcup`), both kept in statics the curses thread fills.
+public enum Emergency {
+    nonisolated(unsafe) private static var modes = termios()
+    nonisolated(unsafe) private static var hasModes = false
+    nonisolated(unsafe) private static var reset: UnsafeMutableBufferPointer<UInt8>?
+    nonisolated(unsafe) private static var armed: sig_atomic_t = 0
+    private static let crashSignals: [Int32] = [SIGILL, SIGTRAP, SIGABRT, SIGBUS, SIGFPE, SIGSEGV]
 
-    /// Called on the curses thread, once curses is up.
-    static func arm(modes saved: termios?, reset bytes: [UInt8]) {
-        if let saved {
-            modes = saved
-            hasModes = true
-        }
+    /// The terminal's modes before curses changes them (on the curses thread, before `newterm`).
+    static func save() {
+        hasModes = tcgetattr(STDIN_FILENO, &modes) == 0
+    }
+
+    /// Called on the curses thread once curses is up: terminfo knows how this terminal leaves its
+    /// full-screen mode. Arms the restore and the crash handlers.
+    static func remember() {
         if reset == nil {
+            var bytes: [UInt8] = []
+            for name in ["sgr0", "cnorm", "rmkx", "rmcup"] {
+                if let value = haul_terminfo(name) {
+                    bytes += Array(String(cString: value).utf8)
+                }
+            }
+            bytes += Array("\r\n".utf8)
             let buffer = UnsafeMutableBufferPointer<UInt8>.allocate(capacity: bytes.count)
             _ = buffer.initialize(from: bytes)
             reset = buffer
         }
         armed = 1
-        for number in signals {
+        for number in crashSignals {
             var action = sigaction()
             action.__sigaction_handler.sa_handler = { number in
-                if CrashRestore.armed == 1 {
-                    CrashRestore.armed = 0
-                    if CrashRestore.hasModes { tcsetattr(STDIN_FILENO, TCSANOW, &CrashRestore.modes) }
-                    if let reset = CrashRestore.reset { _ = write(STDOUT_FILENO, reset.baseAddress, reset.count) }
-                }
+                Emergency.restoreTerminal()
                 // SA_RESETHAND put the default action back: the crash goes on as it would have.
                 raise(number)
             }
@@ -367,7 +324,16 @@ private enum CrashRestore {
         }
     }
 
-    static func disarm() {
+    /// Curses ended normally: nothing is left to restore.
+    static func forget() {
         armed = 0
+    }
+
+    /// Restores the terminal if curses still owns it, once; for the last moments of a process.
+    public static func restoreTerminal() {
+        guard armed == 1 else { return }
+        armed = 0
+        if hasModes { tcsetattr(STDIN_FILENO, TCSANOW, &modes) }
+        if let reset { _ = write(STDOUT_FILENO, reset.baseAddress, reset.count) }
     }
 }

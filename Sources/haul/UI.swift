@@ -69,7 +69,7 @@ struct UI: AsyncParsableCommand {
         let terminal: CursesTerminal
         do {
             let noColor = !(ProcessInfo.processInfo.environment["NO_COLOR"] ?? "").isEmpty
-            terminal = try CursesTerminal(colors: !noColor)
+            terminal = try await CursesTerminal(colors: !noColor)
         } catch {
             redirect?.restore()
             await session.shutdown()
@@ -126,6 +126,8 @@ struct UI: AsyncParsableCommand {
         return parsed
     }
 
+    /// A one-line reason: the system's when Foundation kept it, else one for the usual codes
+    /// (Foundation's own descriptions span lines).
     private static func reason(_ error: any Error) -> String {
         let nsError = error as NSError
         if let underlying = nsError.userInfo[NSUnderlyingErrorKey] as? NSError, underlying.domain == NSPOSIXErrorDomain,
