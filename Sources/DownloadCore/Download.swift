@@ -13,6 +13,8 @@ public struct Download: Sendable, Hashable, Identifiable {
     public var extraDestinations: [Destination] = []
     /// The partial file the bytes stream into.
     public var partPath: String
+    /// Extra request headers and the checksum the finished file must match.
+    public var options = RequestOptions()
     /// Every file written at completion, the first requester's first.
     public var completedPaths: [String] = []
     public var state: DownloadState = .queued

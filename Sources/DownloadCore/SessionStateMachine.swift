@@ -32,6 +32,7 @@ public struct SessionStateMachine: Sendable {
         public var attempt: AttemptID
         public var url: URL
         public var partPath: String
+        public var options: RequestOptions = RequestOptions()
     }
 
     /// What the owner must do, in order.
@@ -201,19 +202,37 @@ public struct SessionStateMachine: Sendable {
     /// Adds `url` to the queue, or attaches `destination` to the download already fetching it.
     ///
     /// A queued, downloading, waiting, paused or failed download of the same URL is reused: one URL
-    /// never has two transfers. A paused or failed one resumes.
-    public mutating func schedule(url: URL, destination: Destination) throws(TransitionError) -> (DownloadID, [Action]) {
+    /// never has two transfers. A paused or failed one resumes. The first requester's headers are
+    /// kept; a checksum is adopted when the download had none, and a different one is refused.
+    ///
+    /// With `hold`, the download is queued but not started (`haul add`: the queue is edited while
+    /// no process runs it).
+    public mutating func schedule(
+        url: URL, destination: Destination, options: RequestOptions = RequestOptions(), hold: Bool = false
+    ) throws(TransitionError) -> (DownloadID, [Action]) {
         let key = url.coalescingKey
         if let existing = order.first(where: { id in
             guard let download = downloads[id] else { return false }
             return download.url.coalescingKey == key && (download.state.isPending || download.state == .paused || isFailed(download.state))
         }), var download = downloads[existing] {
+            if let checksum = options.checksum, let current = download.options.checksum, current != checksum {
+                throw .invalidArgument("download \(existing) of this URL is already checked against \(current)")
+            }
             if download.destination != destination, !download.extraDestinations.contains(destination) {
                 try checkDestinationFree(destination, ignoring: existing)
                 download.extraDestinations.append(destination)
-                downloads[existing] = download
             }
+            if download.options.checksum == nil, let checksum = options.checksum {
+                download.options.checksum = checksum
+            }
+            if download != downloads[existing] { downloads[existing] = download }
             var actions: [Action] = []
+            if hold {
+                if download.state == .paused || isFailed(download.state) {
+                    actions += try resume(existing, hold: true)
+                }
+                return (existing, actions)
+            }
             held.remove(existing)
             if download.state == .paused || isFailed(download.state) {
                 actions += try resume(existing)
@@ -223,8 +242,14 @@ public struct SessionStateMachine: Sendable {
         try checkDestinationFree(destination, ignoring: nil)
         let id = DownloadID(nextID)
         nextID += 1
-        downloads[id] = Download(id: id, url: url, destination: destination, partPath: partPath(for: url, destination: destination))
+        var download = Download(id: id, url: url, destination: destination, partPath: partPath(for: url, destination: destination))
+        download.options = options
+        downloads[id] = download
         order.append(id)
+        if hold {
+            held.insert(id)
+            return (id, [])
+        }
         return (id, startEligible())
     }
 
@@ -234,6 +259,11 @@ public struct SessionStateMachine: Sendable {
         var actions: [Action] = []
         switch download.state {
         case .paused:
+            // Paused by a quit, paused now by a person: it no longer resumes on the next start.
+            if download.pausedByShutdown {
+                download.pausedByShutdown = false
+                downloads[id] = download
+            }
             return []
         case .queued, .waiting:
             retryTokens[id] = nil
@@ -253,19 +283,26 @@ public struct SessionStateMachine: Sendable {
     }
 
     /// Puts a paused download back in the queue, retries a failed one, or cuts a wait short.
-    public mutating func resume(_ id: DownloadID) throws(TransitionError) -> [Action] {
+    ///
+    /// With `hold`, it goes back to `queued` but does not start (the queue is edited while no
+    /// process runs it).
+    public mutating func resume(_ id: DownloadID, hold: Bool = false) throws(TransitionError) -> [Action] {
         var download = try existing(id)
         // A held download is queued but out of the running: resuming it lets it run.
-        let wasHeld = held.remove(id) != nil
+        let wasHeld = hold ? held.contains(id) : held.remove(id) != nil
         switch download.state {
         case .queued, .downloading:
-            return wasHeld ? startEligible() : []
+            return wasHeld && !hold ? startEligible() : []
         case .paused, .failed, .waiting:
             retryTokens[id] = nil
             download.failedAttempts = 0
             download.pausedByShutdown = false
             download.state = .queued
             downloads[id] = download
+            if hold {
+                held.insert(id)
+                return []
+            }
             return startEligible()
         case .completed, .cancelled:
             throw .illegal(id, state: download.state.word, intent: "resume")
@@ -550,7 +587,9 @@ public struct SessionStateMachine: Sendable {
             latestAttempt[id] = attempt
             speedMeters[id] = SpeedMeter()
             active += 1
-            actions.append(.startTransfer(TransferOrder(id: id, attempt: attempt, url: download.url, partPath: download.partPath)))
+            actions.append(.startTransfer(TransferOrder(
+                id: id, attempt: attempt, url: download.url, partPath: download.partPath, options: download.options
+            )))
         }
         return actions
     }

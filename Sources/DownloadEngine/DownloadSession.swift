@@ -23,6 +23,12 @@ public actor DownloadSession {
         /// How often bytes are sampled and snapshots published while data flows.
         public var progressInterval: Duration = .milliseconds(100)
         public var userAgent: String = "haul/0.1"
+        /// Bytes per second for every transfer together; nil for no limit.
+        public var limitBytesPerSecond: Int64?
+        /// A PEM file of CA certificates that replace the system's trust roots (like curl's --cacert).
+        public var caCertificatePath: String?
+        /// Proxies by scheme, and the hosts that bypass them.
+        public var proxies = ProxySettings()
         /// fsync each file before it is reported completed.
         public var syncOnCompletion: Bool = true
         /// How often the bytes of each running download are fsync'd and checkpointed in the journal.
@@ -38,7 +44,8 @@ public actor DownloadSession {
     public nonisolated let snapshots: AsyncStream<SessionSnapshot>
     private let continuation: AsyncStream<SessionSnapshot>.Continuation
     private let configuration: Configuration
-    private let client: HTTPClient
+    private let clients: HTTPClients
+    private let limiter: RateLimiter?
     private var machine: SessionStateMachine
     private var transfers: [DownloadID: RunningTransfer] = [:]
     /// The last piece of work queued on each part file: a new piece waits for it, so two attempts (or
@@ -85,17 +92,14 @@ public actor DownloadSession {
         machine = SessionStateMachine(configuration: .init(
             maxActive: max(1, configuration.maxActive), maxTries: max(1, configuration.maxTries), backoff: configuration.backoff
         ))
-        var httpConfiguration = HTTPClient.Configuration(
-            redirectConfiguration: .follow(max: 10, allowCycles: false),
-            timeout: .init(connect: Self.timeAmount(configuration.connectTimeout), read: Self.timeAmount(configuration.stallTimeout)),
-            decompression: .disabled
-        )
-        // HTTP/2 costs about twice the CPU for bulk bodies.
-        httpConfiguration.httpVersion = .http1Only
-        // The session's maxActive is the limit. AsyncHTTPClient's default of 8 connections per host
-        // would leave a ninth download to one host waiting for a connection until it timed out.
-        httpConfiguration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = 64
-        client = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: httpConfiguration)
+        limiter = configuration.limitBytesPerSecond.map(RateLimiter.init(bytesPerSecond:))
+        clients = HTTPClients(.init(
+            connectTimeout: Self.timeAmount(configuration.connectTimeout),
+            readTimeout: Self.timeAmount(Self.readTimeout(configuration)),
+            // Checked by the command line before a session exists; an unreadable file trusts nothing.
+            caCertificates: configuration.caCertificatePath.map { path in (try? TrustRoots.load(path)) ?? [] },
+            proxies: configuration.proxies
+        ))
         (snapshots, continuation) = AsyncStream.makeStream(of: SessionSnapshot.self, bufferingPolicy: .bufferingNewest(1))
         published = machine.snapshot
     }
@@ -104,7 +108,7 @@ public actor DownloadSession {
 
     /// Queues `url` for `destination`, or attaches to the download already fetching it.
     @discardableResult
-    public func schedule(_ url: URL, to destination: Destination) async throws(TransitionError) -> DownloadID {
+    public func schedule(_ url: URL, to destination: Destination, options: RequestOptions = RequestOptions()) async throws(TransitionError) -> DownloadID {
         try checkOpen()
         // A file this requester already has is not fetched again.
         if let done = machine.completedDownload(of: url, for: destination) {
@@ -114,7 +118,7 @@ public actor DownloadSession {
                 return done.id
             }
         }
-        let (id, actions) = try machine.schedule(url: url, destination: destination)
+        let (id, actions) = try machine.schedule(url: url, destination: destination, options: options)
         configuration.logger.info("schedule", metadata: ["id": "\(id)", "url": "\(url.redactingPassword)"])
         await perform(actions)
         return id
@@ -203,7 +207,7 @@ public actor DownloadSession {
         for transfer in transfers.values { transfer.task.cancel() }
         for tail in fileTails.values { await tail.value }
         await publish().value
-        try? await client.shutdown()
+        await clients.shutdown()
         continuation.finish()
     }
 
@@ -320,7 +324,7 @@ public actor DownloadSession {
         let id = order.id
         let attempt = order.attempt
         let transfer = Transfer(
-            order: order, client: client, progress: progress, userAgent: configuration.userAgent,
+            order: order, client: clients.client(for: order.url), progress: progress, limiter: limiter, userAgent: configuration.userAgent,
             headTimeout: Self.timeAmount(configuration.connectTimeout + configuration.stallTimeout),
             stallSeconds: configuration.stallTimeout.components.seconds,
             syncOnCompletion: configuration.syncOnCompletion,
@@ -588,6 +592,15 @@ public actor DownloadSession {
 
     private func checkOpen() throws(TransitionError) {
         if isShutDown { throw .invalidArgument("the session is shut down") }
+    }
+
+    /// The stall timeout, stretched under a rate limit: a throttled transfer reads a 64 KiB chunk
+    /// only as often as its share of the rate allows, and the client's read timeout cannot tell that
+    /// wait from a silent server.
+    static func readTimeout(_ configuration: Configuration) -> Duration {
+        guard let limit = configuration.limitBytesPerSecond else { return configuration.stallTimeout }
+        let share = max(1, Double(limit) / Double(max(1, configuration.maxActive)))
+        return configuration.stallTimeout + .milliseconds(Int64(2 * 65_536 / share * 1000))
     }
 
     private static func timeAmount(_ duration: Duration) -> TimeAmount {

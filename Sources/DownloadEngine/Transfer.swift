@@ -32,6 +32,8 @@ struct Transfer: Sendable {
     let order: SessionStateMachine.TransferOrder
     let client: HTTPClient
     let progress: TransferProgress
+    /// The session's `--limit-rate`, shared by every transfer.
+    let limiter: RateLimiter?
     let userAgent: String
     /// Limit for the response head to arrive (connecting included).
     let headTimeout: TimeAmount
@@ -129,7 +131,7 @@ struct Transfer: Sendable {
             case .complete(let total):
                 await responded(info(response, facts: facts, total: total, disposition: .resumed(from: total, verified: validators.ifRange != nil)))
                 if syncOnCompletion { try await FileSync.syncOrThrow(order.partPath) }
-                return .completed
+                return await verified(order.partPath)
             case .refetch(let reason):
                 // Never append this body. One fresh request per attempt; a second oddity is an error.
                 guard !refetched else { return .fatal(reason: reason) }
@@ -153,8 +155,13 @@ struct Transfer: Sendable {
                     buffer = slice
                 }
             }
+            let count = buffer.readableBytes
             try file.append(buffer)
             progress.bytesOnDisk.store(file.length, ordering: .relaxed)
+            if let limiter {
+                let wait = limiter.reserve(count)
+                if wait > .zero { try await Task.sleep(for: wait) }
+            }
         }
         if let total, file.length < total {
             // A body that ended short of the total (a partial 206, a close the client did not flag)
@@ -166,6 +173,14 @@ struct Transfer: Sendable {
         }
         // On a thread of its own: a sync of much dirty data must not hold a cooperative thread.
         if syncOnCompletion { try await FileSync.syncOrThrow(file.path) }
+        return await verified(file.path)
+    }
+
+    /// Completed, unless the file misses the checksum it was asked to have: then it fails and the
+    /// bytes stay in the part file.
+    private func verified(_ path: String) async -> Outcome {
+        guard let checksum = order.options.checksum else { return .completed }
+        if let mismatch = await FileDigest.mismatch(path, checksum) { return .fatal(reason: mismatch) }
         return .completed
     }
 
@@ -173,6 +188,13 @@ struct Transfer: Sendable {
         var request = HTTPClientRequest(url: order.url.absoluteString)
         request.method = .GET
         request.headers.add(name: "User-Agent", value: userAgent)
+        for field in order.options.headers {
+            if field.name.lowercased() == "user-agent" {
+                request.headers.replaceOrAdd(name: field.name, value: field.value)
+            } else {
+                request.headers.add(name: field.name, value: field.value)
+            }
+        }
         // Ranges count bytes of the representation: a compressed one would make offsets meaningless.
         request.headers.add(name: "Accept-Encoding", value: "identity")
         if case .resume(let offset, let ifRange) = plan {

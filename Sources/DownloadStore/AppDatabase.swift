@@ -128,6 +128,17 @@ public struct AppDatabase: QueueJournal, Sendable {
                 t.add(column: "pausedByShutdown", .boolean).notNull().defaults(to: false)
             }
         }
+        migrator.registerMigration("v3: request options and settings") { db in
+            try db.alter(table: "download") { t in
+                // One `Name: value` per line (a header value never holds a newline).
+                t.add(column: "requestHeaders", .text)
+                t.add(column: "checksum", .text)
+            }
+            try db.create(table: "setting") { t in
+                t.primaryKey("key", .text)
+                t.column("value", .text).notNull()
+            }
+        }
         return migrator
     }
 
@@ -162,46 +173,80 @@ public struct AppDatabase: QueueJournal, Sendable {
 
     /// Writes `changes` in one transaction.
     public func commit(_ changes: QueueChanges) throws {
-        guard !changes.isEmpty else { return }
+        try commit(batch: [changes])
+    }
+
+    /// Writes every element of `batch` (each with its own checkpoint boot) in one transaction.
+    public func commit(batch: [QueueChanges]) throws {
+        let batch = batch.filter { !$0.isEmpty }
+        guard !batch.isEmpty else { return }
         let now = Date()
         try writer.write { db in
-            for id in changes.removed {
-                _ = try DownloadRecord.deleteOne(db, key: id.rawValue)
-            }
-            var highestID: Int64 = 0
-            for download in changes.saved {
-                let key = download.id.rawValue
-                highestID = max(highestID, key)
-                let existing = try Row.fetchOne(db, sql: "SELECT createdAt, completedAt, position FROM download WHERE id = ?", arguments: [key])
-                let position = changes.positions[download.id] ?? existing?["position"] ?? 0
-                let record = DownloadRecord(
-                    download, position: position, bootID: changes.bootID, now: now,
-                    createdAt: existing?["createdAt"], completedAt: existing?["completedAt"]
+            for changes in batch { try Self.apply(changes, db, now: now) }
+        }
+    }
+
+    private static func apply(_ changes: QueueChanges, _ db: Database, now: Date) throws {
+        for id in changes.removed {
+            _ = try DownloadRecord.deleteOne(db, key: id.rawValue)
+        }
+        var highestID: Int64 = 0
+        for download in changes.saved {
+            let key = download.id.rawValue
+            highestID = max(highestID, key)
+            let existing = try Row.fetchOne(db, sql: "SELECT createdAt, completedAt, position FROM download WHERE id = ?", arguments: [key])
+            let position = changes.positions[download.id] ?? existing?["position"] ?? 0
+            let record = DownloadRecord(
+                download, position: position, bootID: changes.bootID, now: now,
+                createdAt: existing?["createdAt"], completedAt: existing?["completedAt"]
+            )
+            try record.save(db)
+            try RequesterRecord.filter(RequesterRecord.Columns.downloadId == key).deleteAll(db)
+            for (index, destination) in download.extraDestinations.enumerated() {
+                let (kind, path) = DownloadRecord.encode(destination)
+                let completed = download.completedPaths.count > index + 1 ? download.completedPaths[index + 1] : nil
+                let requester = RequesterRecord(
+                    id: nil, downloadId: key, position: index, destinationKind: kind, destinationPath: path, completedPath: completed
                 )
-                try record.save(db)
-                try RequesterRecord.filter(RequesterRecord.Columns.downloadId == key).deleteAll(db)
-                for (index, destination) in download.extraDestinations.enumerated() {
-                    let (kind, path) = DownloadRecord.encode(destination)
-                    let completed = download.completedPaths.count > index + 1 ? download.completedPaths[index + 1] : nil
-                    let requester = RequesterRecord(
-                        id: nil, downloadId: key, position: index, destinationKind: kind, destinationPath: path, completedPath: completed
-                    )
-                    try requester.insert(db)
-                }
+                try requester.insert(db)
             }
-            let saved = Set(changes.saved.map(\.id))
-            for (id, position) in changes.positions where !saved.contains(id) {
-                try db.execute(sql: "UPDATE download SET position = ? WHERE id = ?", arguments: [position, id.rawValue])
-            }
-            if highestID > 0 {
+        }
+        let saved = Set(changes.saved.map(\.id))
+        for (id, position) in changes.positions where !saved.contains(id) {
+            try db.execute(sql: "UPDATE download SET position = ? WHERE id = ?", arguments: [position, id.rawValue])
+        }
+        if highestID > 0 {
+            try db.execute(
+                sql: """
+                INSERT INTO idSequence (name, next) VALUES ('download', ?)
+                ON CONFLICT(name) DO UPDATE SET next = max(next, excluded.next)
+                """,
+                arguments: [highestID + 1]
+            )
+        }
+    }
+
+    // MARK: Settings
+
+    /// A setting the queue remembers across runs (`maxActive`, set with `<` and `>`).
+    public func setting(_ key: String) throws(Failure) -> String? {
+        do {
+            return try writer.read { db in try String.fetchOne(db, sql: "SELECT value FROM setting WHERE key = ?", arguments: [key]) }
+        } catch {
+            throw Failure(description: "cannot read the setting \(key): \(Self.describe(error))")
+        }
+    }
+
+    public func saveSetting(_ key: String, _ value: String) throws(Failure) {
+        do {
+            try writer.write { db in
                 try db.execute(
-                    sql: """
-                    INSERT INTO idSequence (name, next) VALUES ('download', ?)
-                    ON CONFLICT(name) DO UPDATE SET next = max(next, excluded.next)
-                    """,
-                    arguments: [highestID + 1]
+                    sql: "INSERT INTO setting (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                    arguments: [key, value]
                 )
             }
+        } catch {
+            throw Failure(description: "cannot save the setting \(key): \(Self.describe(error))")
         }
     }
 

@@ -36,6 +36,10 @@ struct DownloadRecord: Codable, FetchableRecord, PersistableRecord, Sendable {
     var lastError: String?
     var failedAttempts: Int
     var pausedByShutdown: Bool
+    /// Extra request headers, one `Name: value` per line.
+    var requestHeaders: String?
+    /// `sha-256=HEX` the finished file must match.
+    var checksum: String?
     /// The boot the checkpoint was taken in; after a reboot only a synced checkpoint is trusted.
     var checkpointBootID: String?
     var createdAt: Date
@@ -110,6 +114,8 @@ extension DownloadRecord {
         lastError = download.lastError
         failedAttempts = download.failedAttempts
         pausedByShutdown = download.pausedByShutdown
+        requestHeaders = download.options.headers.isEmpty ? nil : download.options.headers.map(\.description).joined(separator: "\n")
+        checksum = download.options.checksum?.description
         checkpointBootID = bootID
         self.createdAt = createdAt ?? now
         updatedAt = now
@@ -149,6 +155,14 @@ extension DownloadRecord {
         download.lastError = lastError
         download.failedAttempts = failedAttempts
         download.pausedByShutdown = pausedByShutdown
+        for line in (requestHeaders ?? "").split(separator: "\n") {
+            guard let field = try? HeaderField.parse(String(line)) else { return nil }
+            download.options.headers.append(field)
+        }
+        if let checksum {
+            guard let parsed = try? Checksum.parse(checksum) else { return nil }
+            download.options.checksum = parsed
+        }
         if let completedPath {
             download.completedPaths = [completedPath] + extras.compactMap(\.completedPath)
         }

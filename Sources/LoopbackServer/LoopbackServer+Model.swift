@@ -39,6 +39,9 @@ public struct Faults: Sendable, Hashable {
     public var shortRangeCount: Int = 1
     /// Send this Content-Disposition header verbatim.
     public var contentDisposition: String?
+    /// The resource changes (a new version: new bytes, ETag and Last-Modified) just before each of
+    /// the first this-many Range requests is answered, as a file replaced while a download was paused.
+    public var changeOnRangeRequests: Int = 0
 
     public init() {}
 
@@ -63,6 +66,14 @@ public struct RequestRecord: Sendable, Hashable {
     public var bodyBytesSent: Int
     /// Whether the whole body was sent.
     public var finished: Bool
+    /// The request named a whole URL (`GET http://host/path`), as clients do through a proxy.
+    public var absoluteForm: Bool = false
+    /// The Host header.
+    public var host: String?
+    /// The User-Agent header.
+    public var userAgent: String?
+    /// Every header, in order.
+    public var headers: [String] = []
 }
 
 struct ResourceEntry {
@@ -75,4 +86,5 @@ struct ResourceEntry {
     var closesServed = 0
     var stallsServed = 0
     var shortRangesServed = 0
+    var changesServed = 0
 }

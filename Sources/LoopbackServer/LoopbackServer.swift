@@ -183,11 +183,20 @@ public final class LoopbackServer: Sendable {
     private func respond(
         to request: HTTPRequestHead, outbound: NIOAsyncChannelOutboundWriter<HTTPServerResponsePart>, channel: any Channel
     ) async throws -> Bool {
-        let path = String(request.uri.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).first ?? "")
+        var target = request.uri
+        // A request through a proxy names the whole URL: serve its path (this server is the proxy).
+        let absoluteForm = target.lowercased().hasPrefix("http://") || target.lowercased().hasPrefix("https://")
+        if absoluteForm, let schemeEnd = target.range(of: "://") {
+            let rest = target[schemeEnd.upperBound...]
+            target = rest.firstIndex(of: "/").map { String(rest[$0...]) } ?? "/"
+        }
+        let path = String(target.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).first ?? "")
         let record = RequestRecord(
             method: request.method.rawValue, path: path, range: request.headers.first(name: "Range"),
             ifRange: request.headers.first(name: "If-Range"), ifMatch: request.headers.first(name: "If-Match"),
-            status: 0, bodyBytesSent: 0, finished: false
+            status: 0, bodyBytesSent: 0, finished: false, absoluteForm: absoluteForm,
+            host: request.headers.first(name: "Host"), userAgent: request.headers.first(name: "User-Agent"),
+            headers: request.headers.map { "\($0.name): \($0.value)" }
         )
         let (index, plan) = state.withLock { state -> (Int, ResponsePlan) in
             state.log.append(record)
@@ -251,6 +260,10 @@ public final class LoopbackServer: Sendable {
             return ResponsePlan(status: faults.failStatus, headers: headers, body: nil)
         }
 
+        if request.headers.first(name: "Range") != nil, entry.changesServed < faults.changeOnRangeRequests {
+            entry.changesServed += 1
+            entry.version += 1
+        }
         let strongTag = "\"\(String(entry.seed, radix: 16))-v\(entry.version)\""
         let etag = faults.weakETag ? "W/" + strongTag : strongTag
         let lastModified = httpDate(epoch.addingTimeInterval(Double(entry.version) * 86_400))

@@ -135,6 +135,11 @@ public struct ViewState: Sendable {
         message = StatusMessage(reason, isError: true)
     }
 
+    /// A line in place of the hints until the next key (the demo's keys to try).
+    public mutating func inform(_ text: String) {
+        message = StatusMessage(text)
+    }
+
     mutating func handle(_ key: Key, pasted: Bool) -> [Command] {
         switch overlay {
         case .prompt(var prompt):

@@ -21,44 +21,19 @@ struct Get: AsyncParsableCommand {
     )
 
     @OptionGroup var state: StateOptions
-
-    @Argument(help: "The http:// or https:// URLs to download.")
-    var urls: [String] = []
-
-    @Option(name: [.short, .customLong("output")], help: "Write the (single) download to FILE.")
-    var output: String?
-
-    @Option(name: [.short, .customLong("dir")], help: "Directory for downloads named by the server or the URL (default: the current directory).")
-    var directory: String?
+    @OptionGroup var add: AddOptions
+    @OptionGroup var session: SessionOptions
 
     @Flag(help: "Print one JSON object per event instead of text.")
     var json = false
 
-    @Option(name: [.customShort("j"), .customLong("max-active")], help: "How many downloads run at once.")
-    var maxActive: Int = 3
-
-    @Option(help: "Failed attempts in a row before a download fails.")
-    var maxTries: Int = 20
-
-    @Option(help: "Seconds without a byte that count as a stall.")
-    var stallTimeout: Int = 30
-
-    @Option(help: "Seconds to wait for a connection.")
-    var connectTimeout: Int = 10
-
-    @Flag(help: "Do not fsync files before reporting them completed (for scratch downloads).")
-    var noFsync = false
-
     func run() async throws {
         // Everything that can be refused is refused before the state directory is touched.
-        let requests = try validatedRequests()
+        let settings = try session.apply(to: add.apply(to: state.settings()))
+        let requests = try add.requests(settings, requireURL: true)
+        var configuration = try SessionOptions.configuration(settings, maxActive: 1)
         let store = try OpenStore(options: state)
-        var configuration = DownloadSession.Configuration()
-        configuration.maxActive = maxActive
-        configuration.maxTries = maxTries
-        configuration.stallTimeout = .seconds(stallTimeout)
-        configuration.connectTimeout = .seconds(connectTimeout)
-        configuration.syncOnCompletion = !noFsync
+        configuration.maxActive = settings.maxActive ?? store.savedMaxActive ?? Settings.defaultMaxActive
         configuration.logger = Logger(label: "haul.engine")
         let session = DownloadSession(configuration: configuration, journal: store.database)
         let interruption = Interruption(session: session)
@@ -68,9 +43,9 @@ struct Get: AsyncParsableCommand {
         store.logger.info("get", metadata: ["urls": "\(requests.count)", "restored": "\(store.queue.downloads.count)", "recovered": "\(notes.count)"])
 
         var ids: [DownloadID] = []
-        for (url, destination) in requests {
+        for request in requests {
             do {
-                ids.append(try await session.schedule(url, to: destination))
+                ids.append(try await session.schedule(request.url, to: request.destination, options: request.options))
             } catch {
                 await session.shutdown()
                 // Refused because a signal shut the session down meanwhile: that is no bad input.
@@ -106,36 +81,6 @@ struct Get: AsyncParsableCommand {
         }
     }
 
-    /// The URLs and where each goes, or a one-line error before anything happens.
-    private func validatedRequests() throws -> [(URL, Destination)] {
-        guard !urls.isEmpty else { throw UsageError(message: "no URL given") }
-        let parsed: [URL]
-        do {
-            parsed = try urls.map { text throws(URLValidation.Invalid) in try URLValidation.parse(text) }
-        } catch {
-            throw UsageError(message: error.description)
-        }
-        for (name, value) in [("--max-active", maxActive), ("--max-tries", maxTries), ("--stall-timeout", stallTimeout), ("--connect-timeout", connectTimeout)] where value < 1 {
-            throw UsageError(message: "\(name) must be at least 1")
-        }
-        // Paths are stored in the queue, which outlives this working directory: make them absolute.
-        let workingDirectory = FileManager.default.currentDirectoryPath
-        let directory = Self.absolute(self.directory ?? workingDirectory, in: workingDirectory)
-        if let output {
-            guard parsed.count == 1 else { throw UsageError(message: "-o/--output takes a single URL; use -d/--dir for several") }
-            let path = Self.absolute(output, in: directory)
-            guard !path.hasSuffix("/") else { throw UsageError(message: "-o/--output names a file, not a directory: \(path)") }
-            var isDirectory: ObjCBool = false
-            if FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), isDirectory.boolValue {
-                throw UsageError(message: "-o/--output names a directory: \(path)")
-            }
-            try Self.checkWritableDirectory((path as NSString).deletingLastPathComponent.isEmpty ? "." : (path as NSString).deletingLastPathComponent)
-            return [(parsed[0], .file(path))]
-        }
-        try Self.checkWritableDirectory(directory)
-        return parsed.map { ($0, .directory(directory)) }
-    }
-
     /// `path` made absolute against `base`, with `.` and `..` resolved (symlinks are kept).
     static func absolute(_ path: String, in base: String) -> String {
         let joined = path.hasPrefix("/") ? path : (base as NSString).appendingPathComponent(path)
@@ -144,12 +89,22 @@ struct Get: AsyncParsableCommand {
         return path.hasSuffix("/") && !standardized.hasSuffix("/") ? standardized + "/" : standardized
     }
 
-    static func checkWritableDirectory(_ path: String) throws {
+    static func checkWritableDirectory(_ path: String) throws(UsageError) {
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
             throw UsageError(message: "directory does not exist: \(path)")
         }
         guard isDirectory.boolValue else { throw UsageError(message: "not a directory: \(path)") }
         guard access(path, W_OK | X_OK) == 0 else { throw UsageError(message: "directory is not writable: \(path)") }
+        // access() says yes to root everywhere; creating a file is the real test (removed at once).
+        let probe = (path as NSString).appendingPathComponent(".haul-write-test-\(getpid())")
+        let fd = open(probe, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        guard fd >= 0 || errno == EEXIST else {
+            throw UsageError(message: "directory is not writable: \(path) (\(String(cString: strerror(errno))))")
+        }
+        if fd >= 0 {
+            close(fd)
+            unlink(probe)
+        }
     }
 }

@@ -95,6 +95,9 @@ struct List: ParsableCommand {
                 "path": path(download),
                 "url": download.url.redactingPassword,
                 "error": error(download).map { $0 as Any } ?? NSNull(),
+                "checksum": download.options.checksum.map { $0.description as Any } ?? NSNull(),
+                // Names only: values may be credentials.
+                "header_names": download.options.headers.map(\.name),
             ]
         }
         guard let data = try? JSONSerialization.data(withJSONObject: objects, options: [.sortedKeys]) else { return "[]\n" }

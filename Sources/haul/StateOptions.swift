@@ -6,17 +6,43 @@ import Foundation
 import Logging
 import Synchronization
 
-/// `--state DIR`, shared by every command that uses the queue.
+/// `--state DIR` and `--config FILE`, shared by every command.
 struct StateOptions: ParsableArguments {
     @Option(name: .customLong("state"), help: ArgumentHelp(
-        "Directory of the queue, its database and haul.log (default: $HAUL_STATE_DIR, else $XDG_STATE_HOME/haul, else ~/.local/state/haul).",
+        "Directory of the queue, its database and haul.log (default: $HAUL_STATE_DIR, else state in the config file, else $XDG_STATE_HOME/haul, else ~/.local/state/haul).",
         valueName: "dir"
     ))
     var directory: String?
 
-    func resolvedPath() throws -> String {
+    @Option(name: .customLong("config"), help: ArgumentHelp(
+        "Read settings from FILE (default: $HAUL_CONFIG, else $XDG_CONFIG_HOME/haul/config, else ~/.config/haul/config).",
+        valueName: "file"
+    ))
+    var configFile: String?
+
+    /// The defaults with the configuration file applied (flags come on top, in each command).
+    func settings(environment: [String: String] = ProcessInfo.processInfo.environment) throws(UsageError) -> Settings {
+        guard let (path, explicit) = ConfigFile.location(option: configFile, environment: environment) else { return Settings() }
+        let text: String
         do {
-            return try StateDirectory.resolve(option: directory)
+            text = try String(contentsOfFile: path, encoding: .utf8)
+        } catch {
+            let missing = (error as NSError).code == NSFileReadNoSuchFileError
+            if missing && !explicit { return Settings() }
+            throw UsageError(message: "cannot read the config file \(TerminalText.sanitize(path)): \(UI.reason(error))")
+        }
+        return try ConfigFile.apply(text, name: path, to: Settings(), home: environment["HOME"])
+    }
+
+    /// Where the queue lives: `--state`, else `$HAUL_STATE_DIR`, else the config's `state`, else
+    /// the XDG default.
+    func resolvedPath(environment: [String: String] = ProcessInfo.processInfo.environment) throws(UsageError) -> String {
+        let configured = try settings(environment: environment).state
+        do {
+            if directory == nil, (environment["HAUL_STATE_DIR"] ?? "").isEmpty, let configured {
+                return configured
+            }
+            return try StateDirectory.resolve(option: directory, environment: environment)
         } catch {
             throw UsageError(message: error.description)
         }
@@ -47,6 +73,25 @@ final class OpenStore: Sendable {
             queue = try database.loadQueue()
         } catch {
             throw UsageError(message: error.description)
+        }
+    }
+}
+
+extension OpenStore {
+    static let maxActiveKey = "maxActive"
+
+    /// How many run at once, as `<` and `>` last left it.
+    var savedMaxActive: Int? {
+        guard let text = try? database.setting(Self.maxActiveKey), let value = Int(text),
+              (1...OptionCheck.maxActiveLimit).contains(value) else { return nil }
+        return value
+    }
+
+    func saveMaxActive(_ count: Int) {
+        do {
+            try database.saveSetting(Self.maxActiveKey, String(count))
+        } catch {
+            logger.error("cannot save max-active", metadata: ["error": "\(error.description)"])
         }
     }
 }

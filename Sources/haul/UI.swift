@@ -21,48 +21,41 @@ struct UI: AsyncParsableCommand {
     )
 
     @OptionGroup var state: StateOptions
-
-    @Argument(help: "http:// or https:// URLs to add to the queue.")
-    var urls: [String] = []
-
-    @Option(name: [.short, .customLong("input-file")], help: ArgumentHelp("Add the URLs listed in FILE (one per line, # comments).", valueName: "file"))
-    var inputFile: String?
-
-    @Option(name: [.short, .customLong("dir")], help: "Directory for new downloads (default: the current directory).")
-    var directory: String?
-
-    @Option(name: [.customShort("j"), .customLong("max-active")], help: "How many downloads run at once.")
-    var maxActive: Int = 3
-
-    @Option(help: ArgumentHelp("Most redraws a second (1 to 10).", valueName: "hz"))
-    var refresh: Double = 10
-
-    @Flag(help: "Draw bars and marks in ASCII (automatic when the locale is not UTF-8).")
-    var ascii = false
+    @OptionGroup var add: AddOptions
+    @OptionGroup var session: SessionOptions
+    @OptionGroup var display: DisplayOptions
 
     func run() async throws {
         // Everything that can be refused is refused before the queue is touched.
-        let requests = try validatedURLs()
-        guard refresh >= 1, refresh <= 10 else { throw UsageError(message: "--refresh must be between 1 and 10") }
-        guard maxActive >= 1, maxActive <= ViewState.maxActiveLimit else {
-            throw UsageError(message: "--max-active must be between 1 and \(ViewState.maxActiveLimit)")
-        }
+        let settings = try display.apply(to: session.apply(to: add.apply(to: state.settings())))
+        let requests = try add.requests(settings, requireURL: false)
+        let defaults = try add.defaultOptions(settings)
         guard isatty(STDIN_FILENO) == 1, isatty(STDOUT_FILENO) == 1 else {
             throw UsageError(message: "the terminal UI needs a terminal on stdin and stdout (use haul get in scripts)")
         }
-        let workingDirectory = FileManager.default.currentDirectoryPath
-        let downloadDirectory = Get.absolute(directory ?? workingDirectory, in: workingDirectory)
-        try Get.checkWritableDirectory(downloadDirectory)
-
+        _ = try SessionOptions.configuration(settings, maxActive: 1)
         let store = try OpenStore(options: state)
-        var configuration = DownloadSession.Configuration()
-        configuration.maxActive = maxActive
+        try await Self.runTerminal(
+            store: store, settings: settings, requests: requests, downloadDirectory: add.downloadDirectory(settings),
+            defaults: defaults, banner: nil
+        )
+    }
+
+    /// Runs the queue of `store` in the terminal UI until `q` or a signal; `requests` are added
+    /// first and `banner` greets the user (the demo's keys to try).
+    static func runTerminal(
+        store: OpenStore, settings: Settings, requests: [AddOptions.Request], downloadDirectory: String,
+        defaults: RequestOptions, banner: String?
+    ) async throws {
+        let saved = store.savedMaxActive
+        let maxActive = settings.maxActive ?? saved ?? Settings.defaultMaxActive
+        var configuration = try SessionOptions.configuration(settings, maxActive: maxActive)
         configuration.logger = Logger(label: "haul.engine")
         let session = DownloadSession(configuration: configuration, journal: store.database)
         let interruption = Interruption(session: session, beforeForcedExit: { Emergency.restoreTerminal() })
         let notes = await session.restore(store.queue, startPending: true)
         store.logger.info("ui", metadata: ["urls": "\(requests.count)", "restored": "\(store.queue.downloads.count)", "recovered": "\(notes.count)"])
-        let refused = await UIController.add(requests, to: session, in: downloadDirectory)
+        let refused = await UIController.add(requests, to: session)
 
         // From here until curses ends, stderr goes to the log: nothing may scribble on the screen.
         let redirect = StandardErrorRedirect(to: store.directory.logPath)
@@ -75,15 +68,20 @@ struct UI: AsyncParsableCommand {
             await session.shutdown()
             throw UsageError(message: error.description)
         }
-        var view = ViewState(snapshot: await session.snapshot(), unicode: terminal.unicode && !ascii)
+        var view = ViewState(snapshot: await session.snapshot(), unicode: terminal.unicode && !settings.ascii)
         if let first = refused.first {
             view.failed(refused.count == 1 ? first : "\(first) (and \(refused.count - 1) more)")
+        } else if let banner {
+            view.inform(banner)
         }
         let controller = UIController(
             session: session,
             terminal: terminal,
+            store: store,
             downloadDirectory: downloadDirectory,
-            refreshInterval: .milliseconds(Int(1000 / refresh)),
+            defaults: defaults,
+            maxActiveIsConfigured: settings.maxActive != nil,
+            refreshInterval: .milliseconds(Int(1000 / settings.refresh)),
             logger: store.logger
         )
         await controller.run(view)
@@ -97,38 +95,9 @@ struct UI: AsyncParsableCommand {
         }
     }
 
-    /// The URLs of the arguments and of `-i FILE`, or a one-line error naming the bad one.
-    private func validatedURLs() throws -> [URL] {
-        var parsed: [URL] = []
-        for text in urls {
-            do {
-                parsed.append(try URLValidation.parse(text))
-            } catch {
-                throw UsageError(message: error.description)
-            }
-        }
-        guard let inputFile else { return parsed }
-        let contents: String
-        do {
-            contents = try String(contentsOfFile: inputFile, encoding: .utf8)
-        } catch {
-            throw UsageError(message: "cannot read \(TerminalText.sanitize(inputFile)): \(Self.reason(error))")
-        }
-        for (number, line) in contents.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
-            let text = line.trimmingCharacters(in: .whitespacesAndNewlines)
-            guard !text.isEmpty, !text.hasPrefix("#") else { continue }
-            do {
-                parsed.append(try URLValidation.parse(text))
-            } catch {
-                throw UsageError(message: "\(TerminalText.sanitize(inputFile)):\(number + 1): \(error.description)")
-            }
-        }
-        return parsed
-    }
-
     /// A one-line reason: the system's when Foundation kept it, else one for the usual codes
     /// (Foundation's own descriptions span lines).
-    private static func reason(_ error: any Error) -> String {
+    static func reason(_ error: any Error) -> String {
         let nsError = error as NSError
         if let underlying = nsError.userInfo[NSUnderlyingErrorKey] as? NSError, underlying.domain == NSPOSIXErrorDomain,
            let message = strerror(Int32(underlying.code)) {

@@ -14,7 +14,12 @@ import TerminalUI
 struct UIController {
     let session: DownloadSession
     let terminal: CursesTerminal
+    let store: OpenStore
     let downloadDirectory: String
+    /// Headers every URL added with `a` asks for.
+    let defaults: RequestOptions
+    /// `-j` or the config chose how many run at once, so `<` and `>` last only for this run.
+    let maxActiveIsConfigured: Bool
     let refreshInterval: Duration
     let logger: Logger
 
@@ -117,9 +122,15 @@ struct UIController {
             case .resumeAll: await session.resumeAll()
             case .purgePaused: await session.purgePaused()
             case .move(let id, let index): try await session.move(id, to: index)
-            case .setMaxActive(let count): try await session.setMaxActive(count)
+            case .setMaxActive(let count):
+                try await session.setMaxActive(count)
+                store.saveMaxActive(count)
+                if maxActiveIsConfigured {
+                    state.inform("\(count) at once for this run (-j or max-active in the config decides at the next start)")
+                }
             case .add(let urls):
-                let refused = await Self.add(urls, to: session, in: downloadDirectory)
+                let requests = urls.map { AddOptions.Request(url: $0, destination: .directory(downloadDirectory), options: defaults) }
+                let refused = await Self.add(requests, to: session)
                 if let first = refused.first {
                     state.failed(urls.count == 1 ? first : "added \(urls.count - refused.count) of \(urls.count): \(first)")
                 }
@@ -131,12 +142,12 @@ struct UIController {
         }
     }
 
-    /// Schedules every URL into `directory`; the reasons of those the session refused.
-    static func add(_ urls: [URL], to session: DownloadSession, in directory: String) async -> [String] {
+    /// Schedules every request; the reasons of those the session refused.
+    static func add(_ requests: [AddOptions.Request], to session: DownloadSession) async -> [String] {
         var refused: [String] = []
-        for url in urls {
+        for request in requests {
             do {
-                _ = try await session.schedule(url, to: .directory(directory))
+                _ = try await session.schedule(request.url, to: request.destination, options: request.options)
             } catch {
                 refused.append(error.description)
             }

@@ -124,7 +124,7 @@ import Testing
         (["get", "http://127.0.0.1/a\r\nX-Evil: 1"], "contains control characters"),
         (["get", "http://127.0.0.1/a", "-d", "/nonexistent/haul"], "directory does not exist"),
         (["get", "http://127.0.0.1/a", "http://127.0.0.1/b", "-o", "x"], "-o/--output takes a single URL"),
-        (["get", "http://127.0.0.1/a", "-j", "0"], "--max-active must be at least 1"),
+        (["get", "http://127.0.0.1/a", "-j", "0"], "--max-active must be between 1 and 32"),
         (["get"], "no URL given"),
         (["get", "--bogus", "http://127.0.0.1/a"], "Unknown option '--bogus'"),
     ])

@@ -30,7 +30,10 @@ final class HaulProcess: @unchecked Sendable {
 
     /// Starts `haul ARGS` in `directory` with its queue in `state`; `shell` runs it through
     /// `/bin/sh -c` with that prefix (`ulimit -f 2048;`).
-    init(_ arguments: [String], in directory: String, state: String, shell prefix: String? = nil) throws {
+    ///
+    /// The environment is the test's, isolated from the machine: no proxies, no `HAUL_CONFIG`, and a
+    /// config home under `directory` (empty unless a test writes there); `environment` goes on top.
+    init(_ arguments: [String], in directory: String, state: String, shell prefix: String? = nil, environment extra: [String: String] = [:]) throws {
         self.arguments = arguments
         if let prefix {
             process.executableURL = URL(fileURLWithPath: "/bin/sh")
@@ -41,7 +44,12 @@ final class HaulProcess: @unchecked Sendable {
             process.arguments = arguments
         }
         var environment = ProcessInfo.processInfo.environment
+        for name in ["HAUL_CONFIG", "http_proxy", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY", "no_proxy", "NO_PROXY"] {
+            environment[name] = nil
+        }
+        environment["XDG_CONFIG_HOME"] = directory + "/.config"
         environment["HAUL_STATE_DIR"] = state
+        environment.merge(extra) { _, new in new }
         process.environment = environment
         process.currentDirectoryURL = URL(fileURLWithPath: directory)
         out = directory + "/.stdout-\(UUID().uuidString)"

@@ -1,0 +1,92 @@
+import AsyncHTTPClient
+import DownloadCore
+import Foundation
+import NIOCore
+import NIOSSL
+
+/// The HTTP clients of a session: one that connects directly and one per proxy (AsyncHTTPClient
+/// takes its proxy per client), all with the same timeouts and trust roots.
+struct HTTPClients: Sendable {
+    struct Settings: Sendable {
+        var connectTimeout: TimeAmount
+        var readTimeout: TimeAmount
+        var caCertificates: [NIOSSLCertificate]?
+        var proxies: ProxySettings
+    }
+
+    private let direct: HTTPClient
+    private let proxied: [ProxySettings.Server: HTTPClient]
+    private let proxies: ProxySettings
+
+    init(_ settings: Settings) {
+        proxies = settings.proxies
+        direct = Self.client(settings, proxy: nil)
+        var proxied: [ProxySettings.Server: HTTPClient] = [:]
+        for server in [settings.proxies.http, settings.proxies.https].compactMap({ $0 }) where proxied[server] == nil {
+            proxied[server] = Self.client(settings, proxy: server)
+        }
+        self.proxied = proxied
+    }
+
+    /// The client for a request to `url` (by its scheme and `no_proxy`).
+    func client(for url: URL) -> HTTPClient {
+        guard let server = proxies.server(for: url), let client = proxied[server] else { return direct }
+        return client
+    }
+
+    func shutdown() async {
+        try? await direct.shutdown()
+        for client in proxied.values { try? await client.shutdown() }
+    }
+
+    private static func client(_ settings: Settings, proxy: ProxySettings.Server?) -> HTTPClient {
+        var configuration = HTTPClient.Configuration(
+            redirectConfiguration: .follow(max: 10, allowCycles: false),
+            timeout: .init(connect: settings.connectTimeout, read: settings.readTimeout),
+            decompression: .disabled
+        )
+        // HTTP/2 costs about twice the CPU for bulk bodies.
+        configuration.httpVersion = .http1Only
+        // The session's maxActive is the limit. AsyncHTTPClient's default of 8 connections per host
+        // would leave a ninth download to one host waiting for a connection until it timed out.
+        configuration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = 64
+        if let certificates = settings.caCertificates {
+            // Like curl's --cacert: these roots replace the system's.
+            var tls = TLSConfiguration.makeClientConfiguration()
+            tls.trustRoots = .certificates(certificates)
+            configuration.tlsConfiguration = tls
+        }
+        if let proxy {
+            let authorization = proxy.user.map { HTTPClient.Authorization.basic(username: $0, password: proxy.password ?? "") }
+            configuration.proxy = .server(host: proxy.host, port: proxy.port, authorization: authorization)
+        }
+        return HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: configuration)
+    }
+}
+
+/// Certificates for `--ca-certificate`.
+public enum TrustRoots {
+    public struct Invalid: Error, CustomStringConvertible {
+        public var description: String
+    }
+
+    /// The PEM certificates in the file at `path`, or a one-line reason.
+    static func load(_ path: String) throws(Invalid) -> [NIOSSLCertificate] {
+        guard FileManager.default.isReadableFile(atPath: path) else {
+            throw Invalid(description: "cannot read the CA certificate file \(TerminalText.sanitize(path))")
+        }
+        let certificates: [NIOSSLCertificate]
+        do {
+            certificates = try NIOSSLCertificate.fromPEMFile(path)
+        } catch {
+            throw Invalid(description: "\(TerminalText.sanitize(path)) holds no PEM certificate")
+        }
+        guard !certificates.isEmpty else { throw Invalid(description: "\(TerminalText.sanitize(path)) holds no PEM certificate") }
+        return certificates
+    }
+
+    /// Checks the file before anything else happens (bad input is refused up front).
+    public static func check(_ path: String) throws(Invalid) {
+        _ = try load(path)
+    }
+}

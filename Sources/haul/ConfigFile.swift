@@ -1,0 +1,171 @@
+import DownloadCore
+import Foundation
+
+/// What a run uses: the defaults, then the configuration file, then the flags.
+struct Settings: Sendable, Equatable {
+    var state: String?
+    var directory: String?
+    /// nil: what `<` and `>` saved in the queue, else 3.
+    var maxActive: Int?
+    var maxTries = 20
+    var connectTimeout = 10
+    var stallTimeout = 30
+    var limitRate: Int64?
+    var headers: [HeaderField] = []
+    var userAgent: String?
+    var caCertificate: String?
+    var fsync = true
+    var refresh: Double = 10
+    var ascii = false
+
+    static let defaultMaxActive = 3
+}
+
+/// `$XDG_CONFIG_HOME/haul/config` (else `~/.config/haul/config`): `key = value` lines, `#` comments.
+///
+/// Keys are the long option names: `dir`, `state`, `max-active`, `max-tries`, `connect-timeout`,
+/// `stall-timeout`, `limit-rate`, `header` (repeatable), `user-agent`, `ca-certificate`, `fsync`,
+/// `refresh`, `ascii`. Paths may start with `~/`; other relative paths are taken from the home
+/// directory. An unknown key or a bad value is an error naming the file and line.
+enum ConfigFile {
+    static let keys = [
+        "dir", "state", "max-active", "max-tries", "connect-timeout", "stall-timeout", "limit-rate",
+        "header", "user-agent", "ca-certificate", "fsync", "refresh", "ascii",
+    ]
+
+    /// The file to read: `--config`, else `$HAUL_CONFIG`, else the XDG location; `explicit` when
+    /// the person named it (then it must exist).
+    static func location(option: String?, environment: [String: String]) -> (path: String, explicit: Bool)? {
+        if let option, !option.isEmpty { return (option, true) }
+        if let named = environment["HAUL_CONFIG"], !named.isEmpty { return (named, true) }
+        if let xdg = environment["XDG_CONFIG_HOME"], xdg.hasPrefix("/") { return (xdg + "/haul/config", false) }
+        guard let home = environment["HOME"], !home.isEmpty else { return nil }
+        return (home + "/.config/haul/config", false)
+    }
+
+    /// The settings `text` makes of `base`; `name` is the file's name for errors.
+    static func apply(_ text: String, name: String, to base: Settings, home: String?) throws(UsageError) -> Settings {
+        var settings = base
+        for (index, rawLine) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+            let line = rawLine.trimmingCharacters(in: .whitespaces)
+            guard !line.isEmpty, !line.hasPrefix("#") else { continue }
+            let place = "\(TerminalText.sanitize(name)):\(index + 1)"
+            guard let equals = line.firstIndex(of: "=") else {
+                throw UsageError(message: "\(place): expected 'key = value'")
+            }
+            let key = line[..<equals].trimmingCharacters(in: .whitespaces).lowercased()
+            let value = line[line.index(after: equals)...].trimmingCharacters(in: .whitespaces)
+            do throws(UsageError) {
+                try set(key, value, in: &settings, home: home)
+            } catch {
+                throw UsageError(message: "\(place): \(error.message)")
+            }
+        }
+        return settings
+    }
+
+    private static func set(_ key: String, _ value: String, in settings: inout Settings, home: String?) throws(UsageError) {
+        switch key {
+        case "dir": settings.directory = try path(value, home: home)
+        case "state": settings.state = try path(value, home: home)
+        case "max-active": settings.maxActive = try OptionCheck.integer(value, key, in: 1...OptionCheck.maxActiveLimit)
+        case "max-tries": settings.maxTries = try OptionCheck.integer(value, key, in: 1...10_000)
+        case "connect-timeout": settings.connectTimeout = try OptionCheck.integer(value, key, in: 1...3600)
+        case "stall-timeout": settings.stallTimeout = try OptionCheck.integer(value, key, in: 1...3600)
+        case "limit-rate": settings.limitRate = try OptionCheck.rate(value, key)
+        case "header": settings.headers = HeaderField.merged(settings.headers, [try OptionCheck.header(value)])
+        case "user-agent": settings.userAgent = try OptionCheck.userAgent(value)
+        case "ca-certificate": settings.caCertificate = try path(value, home: home)
+        case "fsync": settings.fsync = try boolean(value, key)
+        case "refresh": settings.refresh = try OptionCheck.refresh(value)
+        case "ascii": settings.ascii = try boolean(value, key)
+        case "checksum", "output":
+            throw UsageError(message: "'\(key)' belongs to one download: give it as --\(key) on the command line")
+        default:
+            throw UsageError(message: "unknown key '\(TerminalText.sanitize(key))' (known: \(keys.joined(separator: ", ")))")
+        }
+    }
+
+    private static func boolean(_ value: String, _ key: String) throws(UsageError) -> Bool {
+        switch value.lowercased() {
+        case "true", "yes", "on", "1": return true
+        case "false", "no", "off", "0": return false
+        default: throw UsageError(message: "\(key) must be true or false, not '\(TerminalText.sanitize(value))'")
+        }
+    }
+
+    private static func path(_ value: String, home: String?) throws(UsageError) -> String {
+        guard !value.isEmpty else { throw UsageError(message: "empty path") }
+        if value == "~" || value.hasPrefix("~/") {
+            guard let home else { throw UsageError(message: "~ needs HOME") }
+            return home + value.dropFirst()
+        }
+        if value.hasPrefix("/") { return value }
+        guard let home else { throw UsageError(message: "relative path '\(value)' needs HOME") }
+        return (home as NSString).appendingPathComponent(value)
+    }
+}
+
+/// The checks every option goes through, from a flag or from the configuration file.
+enum OptionCheck {
+    static let maxActiveLimit = 32
+
+    static func integer(_ text: String, _ name: String, in range: ClosedRange<Int>) throws(UsageError) -> Int {
+        guard let value = Int(text.trimmingCharacters(in: .whitespaces)) else {
+            throw UsageError(message: "\(name) must be a whole number, not '\(TerminalText.sanitize(text))'")
+        }
+        return try integer(value, name, in: range)
+    }
+
+    static func integer(_ value: Int, _ name: String, in range: ClosedRange<Int>) throws(UsageError) -> Int {
+        guard range.contains(value) else {
+            throw UsageError(message: "\(name) must be between \(range.lowerBound) and \(range.upperBound)")
+        }
+        return value
+    }
+
+    static func rate(_ text: String, _ name: String) throws(UsageError) -> Int64 {
+        let value: Int64
+        do {
+            value = try ByteCount.parse(text, what: name)
+        } catch {
+            throw UsageError(message: error.description)
+        }
+        // Below 1 KiB/s a single network read would take over a minute to pay for.
+        guard value >= 1024 else { throw UsageError(message: "\(name) must be at least 1K") }
+        return value
+    }
+
+    static func header(_ text: String) throws(UsageError) -> HeaderField {
+        do {
+            return try HeaderField.parse(text)
+        } catch {
+            throw UsageError(message: error.description)
+        }
+    }
+
+    static func userAgent(_ text: String) throws(UsageError) -> String {
+        guard !text.unicodeScalars.contains(where: TerminalText.isControl) else {
+            throw UsageError(message: "user-agent contains control characters")
+        }
+        return text
+    }
+
+    static func refresh(_ text: String) throws(UsageError) -> Double {
+        guard let value = Double(text) else { throw UsageError(message: "refresh must be a number, not '\(TerminalText.sanitize(text))'") }
+        return try refresh(value)
+    }
+
+    static func refresh(_ value: Double) throws(UsageError) -> Double {
+        guard value >= 1, value <= 10 else { throw UsageError(message: "--refresh must be between 1 and 10") }
+        return value
+    }
+
+    static func checksum(_ text: String) throws(UsageError) -> Checksum {
+        do {
+            return try Checksum.parse(text)
+        } catch {
+            throw UsageError(message: error.description)
+        }
+    }
+}

@@ -1,0 +1,211 @@
+import ArgumentParser
+import DownloadCore
+import DownloadEngine
+import DownloadStore
+import Foundation
+
+/// Changes to the queue made while no haul runs it (`haul add`, `pause`, `resume`, `cancel`,
+/// `remove`), through the same state machine a running session uses, committed in one transaction.
+///
+/// Nothing transfers: added and resumed downloads stay queued until a haul runs the queue. When a
+/// haul runs it, the edit is refused and says so (that haul's keys do the same, live).
+struct QueueEditor {
+    let store: OpenStore
+    var machine: SessionStateMachine
+    /// Part files to delete once the change is committed (cancel).
+    private var deletions: [String] = []
+
+    /// Opens the queue for an edit. With `mustExist`, a missing queue is an error, not created.
+    init(_ options: StateOptions, mustExist: Bool, verb: String) throws(UsageError) {
+        let path = try options.resolvedPath()
+        if let directory = try? StateDirectory(existingAt: path), let pid = directory.liveHolder() {
+            throw UsageError(message: "haul (pid \(pid)) is running this queue (\(path)): \(verb) with its keys, or quit it and run this again")
+        }
+        if mustExist, !FileManager.default.fileExists(atPath: path + "/queue.sqlite") {
+            throw UsageError(message: "no queue at \(path): nothing to \(verb)")
+        }
+        do {
+            store = try OpenStore(options: options)
+        } catch let error as UsageError {
+            throw error
+        } catch {
+            throw UsageError(message: "\(error)")
+        }
+        machine = SessionStateMachine()
+        machine.restore(store.queue.downloads, nextID: store.queue.nextID, holdPending: true)
+        _ = machine.takeTouched()
+    }
+
+    /// Carries out what the machine asked: only deletions, as nothing runs.
+    mutating func perform(_ actions: [SessionStateMachine.Action]) {
+        for case .deletePartFile(_, let path) in actions { deletions.append(path) }
+    }
+
+    /// Commits every change in one transaction (each row keeps the boot of its checkpoint), then
+    /// deletes the part files of cancelled downloads.
+    mutating func commit() throws(UsageError) {
+        let touched = machine.takeTouched()
+        let stored = store.queue
+        let currentBoot = BootID.current()
+        var byBoot: [String?: QueueChanges] = [:]
+        let storedIDs = Set(stored.downloads.map(\.id))
+        for id in touched {
+            guard let download = machine.download(id) else { continue }
+            let boot = storedIDs.contains(id) ? stored.checkpointBoots[id] : currentBoot
+            var changes = byBoot[boot] ?? QueueChanges()
+            changes.bootID = boot
+            changes.saved.append(download)
+            byBoot[boot] = changes
+        }
+        var order = QueueChanges()
+        for (index, id) in machine.order.enumerated() { order.positions[id] = index }
+        order.removed = stored.downloads.map(\.id).filter { machine.download($0) == nil }
+        // Positions after the rows, so a new row's position is the final one.
+        let batch = byBoot.keys.sorted { ($0 ?? "") < ($1 ?? "") }.compactMap { byBoot[$0] } + [order]
+        do {
+            try store.database.commit(batch: batch)
+        } catch {
+            throw UsageError(message: "cannot write the queue: \(error)")
+        }
+        for path in deletions { unlink(path) }
+    }
+
+    /// The ids of `texts`, or an error naming the one that is not a download of this queue.
+    func ids(_ texts: [String]) throws(UsageError) -> [DownloadID] {
+        guard !texts.isEmpty else { throw UsageError(message: "no download id given (haul list shows them)") }
+        var ids: [DownloadID] = []
+        for text in texts {
+            guard let value = Int64(text), value > 0 else {
+                throw UsageError(message: "'\(TerminalText.sanitize(text))' is not a download id (haul list shows them)")
+            }
+            let id = DownloadID(value)
+            guard machine.download(id) != nil else { throw UsageError(message: "no download \(id) in the queue") }
+            ids.append(id)
+        }
+        return ids
+    }
+}
+
+/// `haul add`: queue URLs without transferring anything.
+struct Add: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Add URLs to the queue without downloading them yet.",
+        discussion: """
+        The next `haul` (the terminal UI) runs them. Prints one line per URL: its id, its state and \
+        the URL. A URL already in the queue is not added twice; a paused or failed one is queued again.
+        """
+    )
+
+    @OptionGroup var state: StateOptions
+    @OptionGroup var add: AddOptions
+
+    func run() throws {
+        let settings = try add.apply(to: state.settings())
+        let requests = try add.requests(settings, requireURL: true)
+        var editor = try QueueEditor(state, mustExist: false, verb: "add")
+        var added: [DownloadID] = []
+        for request in requests {
+            do {
+                let (id, actions) = try editor.machine.schedule(
+                    url: request.url, destination: request.destination, options: request.options, hold: true
+                )
+                editor.perform(actions)
+                added.append(id)
+            } catch {
+                throw UsageError(message: error.description)
+            }
+        }
+        try editor.commit()
+        for (id, request) in zip(added, requests) {
+            let word = editor.machine.download(id)?.state.word ?? "queued"
+            print("\(id)\t\(word)\t\(TerminalText.sanitize(request.url.redactingPassword))")
+        }
+    }
+}
+
+/// What `pause`, `resume`, `cancel` and `remove` share: the ids, one transaction, one line each.
+protocol QueueEditCommand: ParsableCommand {
+    var state: StateOptions { get }
+    var ids: [String] { get }
+    static var verb: String { get }
+    static var done: String { get }
+    static func apply(_ id: DownloadID, to machine: inout SessionStateMachine) throws(SessionStateMachine.TransitionError) -> [SessionStateMachine.Action]
+}
+
+extension QueueEditCommand {
+    func run() throws {
+        var editor = try QueueEditor(state, mustExist: true, verb: Self.verb)
+        let targets = try editor.ids(ids)
+        // All or nothing: a refused id leaves the queue as it was.
+        for id in targets {
+            do {
+                editor.perform(try Self.apply(id, to: &editor.machine))
+            } catch {
+                throw UsageError(message: error.description)
+            }
+        }
+        try editor.commit()
+        for id in targets { print("\(Self.done) \(id)") }
+    }
+}
+
+struct Pause: QueueEditCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Pause downloads by id (bytes kept); they stay paused when haul next runs the queue."
+    )
+    static let verb = "pause"
+    static let done = "paused"
+
+    @OptionGroup var state: StateOptions
+    @Argument(help: "Download ids, as haul list shows them.") var ids: [String] = []
+
+    static func apply(_ id: DownloadID, to machine: inout SessionStateMachine) throws(SessionStateMachine.TransitionError) -> [SessionStateMachine.Action] {
+        try machine.pause(id)
+    }
+}
+
+struct Resume: QueueEditCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Queue paused or failed downloads again by id; the next haul resumes them from their bytes."
+    )
+    static let verb = "resume"
+    static let done = "queued"
+
+    @OptionGroup var state: StateOptions
+    @Argument(help: "Download ids, as haul list shows them.") var ids: [String] = []
+
+    static func apply(_ id: DownloadID, to machine: inout SessionStateMachine) throws(SessionStateMachine.TransitionError) -> [SessionStateMachine.Action] {
+        try machine.resume(id, hold: true)
+    }
+}
+
+struct Cancel: QueueEditCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Cancel downloads by id and delete their partial data (the only command that discards bytes)."
+    )
+    static let verb = "cancel"
+    static let done = "cancelled"
+
+    @OptionGroup var state: StateOptions
+    @Argument(help: "Download ids, as haul list shows them.") var ids: [String] = []
+
+    static func apply(_ id: DownloadID, to machine: inout SessionStateMachine) throws(SessionStateMachine.TransitionError) -> [SessionStateMachine.Action] {
+        try machine.cancel(id)
+    }
+}
+
+struct Remove: QueueEditCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Forget completed, failed or cancelled downloads by id; their files stay."
+    )
+    static let verb = "remove"
+    static let done = "removed"
+
+    @OptionGroup var state: StateOptions
+    @Argument(help: "Download ids, as haul list shows them.") var ids: [String] = []
+
+    static func apply(_ id: DownloadID, to machine: inout SessionStateMachine) throws(SessionStateMachine.TransitionError) -> [SessionStateMachine.Action] {
+        try machine.remove(id)
+        return []
+    }
+}

@@ -1,0 +1,214 @@
+import ArgumentParser
+import DownloadCore
+import DownloadEngine
+import Foundation
+
+/// How the queue runs: `-j`, tries, timeouts, the rate limit, trust roots, fsync.
+struct SessionOptions: ParsableArguments {
+    @Option(name: [.customShort("j"), .customLong("max-active")], help: ArgumentHelp(
+        "How many downloads run at once, 1 to 32 (default: max-active in the config, else what < and > last chose, else 3).",
+        valueName: "n"
+    ))
+    var maxActive: Int?
+
+    @Option(help: ArgumentHelp("Failed attempts in a row before a download fails (default 20).", valueName: "n"))
+    var maxTries: Int?
+
+    @Option(help: ArgumentHelp("Seconds to wait for a connection (default 10).", valueName: "s"))
+    var connectTimeout: Int?
+
+    @Option(help: ArgumentHelp("Seconds without a byte that count as a stall, retried from the bytes on disk (default 30).", valueName: "s"))
+    var stallTimeout: Int?
+
+    @Option(help: ArgumentHelp("Limit all downloads together to RATE bytes a second: 500K, 2M (K = 1024).", valueName: "rate"))
+    var limitRate: String?
+
+    @Option(help: ArgumentHelp("Trust only the CA certificates in this PEM FILE (replaces the system's, like curl --cacert).", valueName: "file"))
+    var caCertificate: String?
+
+    @Flag(inversion: .prefixedNo, help: "fsync each file before it is reported completed (default; --no-fsync for scratch downloads).")
+    var fsync: Bool?
+
+    /// `settings` with these flags on top, checked.
+    func apply(to settings: Settings) throws(UsageError) -> Settings {
+        var settings = settings
+        if let maxActive { settings.maxActive = try OptionCheck.integer(maxActive, "--max-active", in: 1...OptionCheck.maxActiveLimit) }
+        if let maxTries { settings.maxTries = try OptionCheck.integer(maxTries, "--max-tries", in: 1...10_000) }
+        if let connectTimeout { settings.connectTimeout = try OptionCheck.integer(connectTimeout, "--connect-timeout", in: 1...3600) }
+        if let stallTimeout { settings.stallTimeout = try OptionCheck.integer(stallTimeout, "--stall-timeout", in: 1...3600) }
+        if let limitRate { settings.limitRate = try OptionCheck.rate(limitRate, "--limit-rate") }
+        if let caCertificate {
+            let working = FileManager.default.currentDirectoryPath
+            settings.caCertificate = Get.absolute(caCertificate, in: working)
+        }
+        if let fsync { settings.fsync = fsync }
+        if let path = settings.caCertificate {
+            do {
+                try TrustRoots.check(path)
+            } catch {
+                throw UsageError(message: error.description)
+            }
+        }
+        return settings
+    }
+
+    /// The engine's configuration for `settings`; proxies come from the environment, like curl.
+    ///
+    /// Its logger is set by the caller once the log is set up (a logger made earlier writes to stderr).
+    static func configuration(
+        _ settings: Settings, maxActive: Int, environment: [String: String] = ProcessInfo.processInfo.environment
+    ) throws(UsageError) -> DownloadSession.Configuration {
+        var configuration = DownloadSession.Configuration()
+        configuration.maxActive = maxActive
+        configuration.maxTries = settings.maxTries
+        configuration.connectTimeout = .seconds(settings.connectTimeout)
+        configuration.stallTimeout = .seconds(settings.stallTimeout)
+        configuration.limitBytesPerSecond = settings.limitRate
+        configuration.caCertificatePath = settings.caCertificate
+        configuration.syncOnCompletion = settings.fsync
+        if let userAgent = settings.userAgent { configuration.userAgent = userAgent }
+        do {
+            configuration.proxies = try ProxySettings.from(environment: environment)
+        } catch {
+            throw UsageError(message: error.description)
+        }
+        return configuration
+    }
+}
+
+/// What a command adds to the queue: URLs, `-i FILE`, where they go, and what each asks of its server.
+struct AddOptions: ParsableArguments {
+    @Argument(help: "http:// or https:// URLs.")
+    var urls: [String] = []
+
+    @Option(name: [.short, .customLong("input-file")], help: ArgumentHelp("Also the URLs listed in FILE (one per line, # comments).", valueName: "file"))
+    var inputFile: String?
+
+    @Option(name: [.short, .customLong("dir")], help: ArgumentHelp(
+        "Directory for downloads named by the server or the URL (default: dir in the config, else the current directory).",
+        valueName: "dir"
+    ))
+    var directory: String?
+
+    @Option(name: [.short, .customLong("output")], help: ArgumentHelp("Write the single URL's download to FILE (relative to -d).", valueName: "file"))
+    var output: String?
+
+    @Option(name: [.customShort("H"), .customLong("header")], help: ArgumentHelp(
+        "Send this header with every request of these downloads (repeatable; kept with each download).",
+        valueName: "name: value"
+    ))
+    var headers: [String] = []
+
+    @Option(help: ArgumentHelp("User-Agent for these downloads (and the default of this run).", valueName: "text"))
+    var userAgent: String?
+
+    @Option(help: ArgumentHelp("Verify the single download at completion: sha-256=HEX or sha-512=HEX; a mismatch fails it and keeps the .part.", valueName: "algo=hex"))
+    var checksum: String?
+
+    /// One URL to add: where it goes and what it asks.
+    struct Request: Sendable {
+        var url: URL
+        var destination: Destination
+        var options: RequestOptions
+    }
+
+    /// `settings` with the per-run flags of this group on top (the user agent).
+    func apply(to settings: Settings) throws(UsageError) -> Settings {
+        var settings = settings
+        if let userAgent { settings.userAgent = try OptionCheck.userAgent(userAgent) }
+        return settings
+    }
+
+    /// Every URL with its destination and options, or one line naming the first problem. Nothing
+    /// is touched: the directory is only checked.
+    func requests(_ settings: Settings, requireURL: Bool) throws(UsageError) -> [Request] {
+        let parsed = try validatedURLs()
+        if requireURL, parsed.isEmpty { throw UsageError(message: "no URL given") }
+        if output != nil, inputFile != nil { throw UsageError(message: "-o/--output takes a single URL; it cannot be used with -i/--input-file") }
+        if output != nil, parsed.count != 1 { throw UsageError(message: "-o/--output takes a single URL; use -d/--dir for several") }
+        if checksum != nil, parsed.count != 1 || inputFile != nil {
+            throw UsageError(message: "--checksum checks a single URL; give one URL with it")
+        }
+        var options = try defaultOptions(settings)
+        if let checksum { options.checksum = try OptionCheck.checksum(checksum) }
+
+        let working = FileManager.default.currentDirectoryPath
+        // Paths are stored in the queue, which outlives this working directory: make them absolute.
+        let directory = self.directory.map { Get.absolute($0, in: working) } ?? settings.directory ?? working
+        if let output, let url = parsed.first {
+            let path = Get.absolute(output, in: directory)
+            guard !path.hasSuffix("/") else { throw UsageError(message: "-o/--output names a file, not a directory: \(path)") }
+            var isDirectory: ObjCBool = false
+            if FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), isDirectory.boolValue {
+                throw UsageError(message: "-o/--output names a directory: \(path)")
+            }
+            let parent = (path as NSString).deletingLastPathComponent
+            try Get.checkWritableDirectory(parent.isEmpty ? "/" : parent)
+            return [Request(url: url, destination: .file(path), options: options)]
+        }
+        try Get.checkWritableDirectory(directory)
+        return parsed.map { Request(url: $0, destination: .directory(directory), options: options) }
+    }
+
+    /// The download directory new URLs (the UI's `a`) go to.
+    func downloadDirectory(_ settings: Settings) -> String {
+        let working = FileManager.default.currentDirectoryPath
+        return directory.map { Get.absolute($0, in: working) } ?? settings.directory ?? working
+    }
+
+    /// The headers every URL added in this run asks for (for the UI's `a` too).
+    func defaultOptions(_ settings: Settings) throws(UsageError) -> RequestOptions {
+        var options = RequestOptions(headers: settings.headers)
+        for text in headers { options.headers = HeaderField.merged(options.headers, [try OptionCheck.header(text)]) }
+        if let userAgent {
+            options.headers = HeaderField.merged(options.headers, [HeaderField(name: "User-Agent", value: try OptionCheck.userAgent(userAgent))])
+        }
+        return options
+    }
+
+    /// The URLs of the arguments and of `-i FILE`, or a one-line error naming the bad one.
+    private func validatedURLs() throws(UsageError) -> [URL] {
+        var parsed: [URL] = []
+        for text in urls {
+            do {
+                parsed.append(try URLValidation.parse(text))
+            } catch {
+                throw UsageError(message: error.description)
+            }
+        }
+        guard let inputFile else { return parsed }
+        let contents: String
+        do {
+            contents = try String(contentsOfFile: inputFile, encoding: .utf8)
+        } catch {
+            throw UsageError(message: "cannot read \(TerminalText.sanitize(inputFile)): \(UI.reason(error))")
+        }
+        for (number, line) in contents.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+            let text = line.trimmingCharacters(in: .whitespacesAndNewlines)
+            guard !text.isEmpty, !text.hasPrefix("#") else { continue }
+            do {
+                parsed.append(try URLValidation.parse(text))
+            } catch {
+                throw UsageError(message: "\(TerminalText.sanitize(inputFile)):\(number + 1): \(error.description)")
+            }
+        }
+        if parsed.isEmpty { throw UsageError(message: "\(TerminalText.sanitize(inputFile)) lists no URL") }
+        return parsed
+    }
+}
+
+/// How the terminal UI draws.
+struct DisplayOptions: ParsableArguments {
+    @Option(help: ArgumentHelp("Most redraws a second, 1 to 10 (default 10).", valueName: "hz"))
+    var refresh: Double?
+
+    @Flag(inversion: .prefixedNo, help: "Draw bars and marks in ASCII (automatic when the locale is not UTF-8).")
+    var ascii: Bool?
+
+    func apply(to settings: Settings) throws(UsageError) -> Settings {
+        var settings = settings
+        if let refresh { settings.refresh = try OptionCheck.refresh(refresh) }
+        if let ascii { settings.ascii = ascii }
+        return settings
+    }
+}

@@ -1,0 +1,330 @@
+import Foundation
+import LoopbackServer
+import Testing
+
+/// The command line as scripts use it: every option, the config file, bad input, and the queue
+/// commands (`add`, `list`, `pause`, `resume`, `cancel`, `remove`), on the real binary.
+@Suite struct CLITests {
+    typealias Run = HaulProcess.Run
+
+    func haul(_ arguments: [String], in directory: String, environment: [String: String] = [:], timeout: Double = 60) async throws -> Run {
+        try await HaulProcess(arguments, in: directory, state: directory + "/.state", environment: environment).wait(timeout: timeout)
+    }
+
+    /// Writes the config file the binary reads in `directory` (its XDG_CONFIG_HOME is `directory/.config`).
+    func writeConfig(_ text: String, in directory: String) throws {
+        try FileManager.default.createDirectory(atPath: directory + "/.config/haul", withIntermediateDirectories: true)
+        try text.write(toFile: directory + "/.config/haul/config", atomically: true, encoding: .utf8)
+    }
+
+    // MARK: Every option works
+
+    @Test func everyOptionOfGetIsAcceptedAndApplied() async throws {
+        try await CLI.withServer { server, directory in
+            server.serve("/all.bin", size: 300_000)
+            try FileManager.default.createDirectory(atPath: directory + "/out", withIntermediateDirectories: true)
+            let run = try await haul([
+                "get", server.url("/all.bin").absoluteString,
+                "-d", "out", "-o", "named.bin", "-j", "2", "--max-tries", "3", "--connect-timeout", "5",
+                "--stall-timeout", "20", "--limit-rate", "10M", "-H", "X-Token: secret", "-H", "Accept-Language: de",
+                "--user-agent", "haul-test/1", "--checksum", "sha-256=" + server.sha256("/all.bin"), "--no-fsync",
+                "--state", directory + "/.state",
+            ], in: directory)
+            #expect(run.status == 0, "\(run.stderr)")
+            #expect(CLI.sha256(directory + "/out/named.bin") == server.sha256("/all.bin"))
+            let request = try #require(server.requests("/all.bin").first)
+            #expect(request.userAgent == "haul-test/1")
+            #expect(request.headers.contains("X-Token: secret"))
+            #expect(request.headers.contains("Accept-Language: de"))
+        }
+    }
+
+    @Test func aWrongChecksumFailsTheRowAndKeepsThePart() async throws {
+        try await CLI.withServer { server, directory in
+            server.serve("/sum.bin", size: 200_000)
+            let wrong = String(repeating: "ab", count: 32)
+            let run = try await haul(["get", server.url("/sum.bin").absoluteString, "--checksum", "sha-256=\(wrong)"], in: directory)
+            #expect(run.status == 1)
+            #expect(run.stdout.contains("sha-256 mismatch"), "\(run.stdout)")
+            #expect(CLI.files(directory) == ["sum.bin.part"])
+            #expect(CLI.length(directory + "/sum.bin.part") == 200_000)
+            let rows = try await CLI.list(state: directory + "/.state", in: directory)
+            #expect(rows.first?["state"] as? String == "failed")
+            #expect(rows.first?["checksum"] as? String == "sha-256=\(wrong)")
+        }
+    }
+
+    @Test func limitRateHoldsTheTotalBackAndTheFileIsRight() async throws {
+        try await CLI.withServer { server, directory in
+            // 768 KiB at 256 KiB/s with a quarter second of burst cannot take less than 2.7 s.
+            server.serve("/slow.bin", size: 768 * 1024)
+            let started = Date()
+            let run = try await haul(["get", server.url("/slow.bin").absoluteString, "--limit-rate", "256K"], in: directory)
+            let elapsed = Date().timeIntervalSince(started)
+            #expect(run.status == 0, "\(run.stderr)")
+            #expect(CLI.sha256(directory + "/slow.bin") == server.sha256("/slow.bin"))
+            #expect(elapsed >= 2.5, "took \(elapsed) s: the limit did not hold")
+        }
+    }
+
+    @Test func proxiesComeFromTheEnvironmentLikeCurl() async throws {
+        try await CLI.withServer { server, directory in
+            server.serve("/via.bin", size: 100_000)
+            let proxy = try TunnelProxy(tunnellingTo: server.port)
+            defer { proxy.stop() }
+            // The host does not exist: only a request through the proxy can succeed.
+            let run = try await haul(
+                ["get", "http://files.haul-test.invalid/via.bin"], in: directory, environment: ["http_proxy": "127.0.0.1:\(proxy.port)"]
+            )
+            #expect(run.status == 0, "\(run.stderr)\(run.stdout)")
+            #expect(proxy.requestLines.first == "CONNECT files.haul-test.invalid:80 HTTP/1.1")
+            #expect(server.requests("/via.bin").first?.host == "files.haul-test.invalid")
+            #expect(CLI.sha256(directory + "/via.bin") == server.sha256("/via.bin"))
+
+            // no_proxy sends 127.0.0.1 direct; an upper-case HTTP_PROXY is ignored, as curl does.
+            server.serve("/direct.bin", size: 1000)
+            server.serve("/upper.bin", size: 1000)
+            let bypassed = try await haul(
+                ["get", server.url("/direct.bin").absoluteString], in: directory,
+                environment: ["http_proxy": "http://127.0.0.1:\(proxy.port)", "no_proxy": "localhost, 127.0.0.1"]
+            )
+            #expect(bypassed.status == 0, "\(bypassed.stderr)\(bypassed.stdout)")
+            let upper = try await haul(
+                ["get", server.url("/upper.bin").absoluteString], in: directory, environment: ["HTTP_PROXY": "http://127.0.0.1:\(proxy.port)"]
+            )
+            #expect(upper.status == 0, "\(upper.stderr)\(upper.stdout)")
+            #expect(proxy.requestLines.count == 1, "only the first download went through the proxy: \(proxy.requestLines)")
+            #expect(CLI.length(directory + "/direct.bin") == 1000)
+            #expect(CLI.length(directory + "/upper.bin") == 1000)
+
+            let bad = try await haul(["get", server.url("/direct.bin").absoluteString], in: directory, environment: ["https_proxy": "socks5://127.0.0.1:1"])
+            #expect(bad.status == 2)
+            #expect(bad.stderr == "haul: error: https_proxy: only http:// proxies are supported\n")
+        }
+    }
+
+    // MARK: Bad input: one line, exit 2, nothing created
+
+    @Test(arguments: [
+        (["get", "not a url"], "invalid URL"),
+        (["get", "ftp://example.com/file"], "unsupported scheme 'ftp'"),
+        (["get", "http://"], "invalid URL"),
+        (["add", "-i", "missing-list.txt"], "cannot read missing-list.txt"),
+        (["get", "-i", "missing-list.txt"], "cannot read missing-list.txt"),
+        (["add", "http://example.com/a", "-d", "/proc/haul-no-such-dir"], "directory does not exist"),
+        (["add", "http://example.com/a", "-d", "/proc"], "directory is not writable"),
+        (["add", "http://example.com/a", "http://example.com/b", "-o", "x.bin"], "-o/--output takes a single URL"),
+        (["add", "http://example.com/a", "--checksum", "sha-256=" + String(repeating: "0", count: 64), "http://example.com/b"], "--checksum checks a single URL"),
+        (["add", "http://example.com/a", "--checksum", "md5=abc"], "not supported"),
+        (["add", "http://example.com/a", "--checksum", "sha-256=xyz"], "64 hex digits"),
+        (["add", "http://example.com/a", "-H", "NoColon"], "is not 'Name: value'"),
+        (["add", "http://example.com/a", "-H", "X-A: b\r\nX-Injected: 1"], "control characters"),
+        (["add", "http://example.com/a", "-H", "Range: bytes=0-"], "set by haul itself"),
+        (["get", "http://example.com/a", "--limit-rate", "fast"], "not a size"),
+        (["get", "http://example.com/a", "--limit-rate", "100"], "at least 1K"),
+        (["get", "http://example.com/a", "-j", "0"], "--max-active must be between 1 and 32"),
+        (["get", "http://example.com/a", "--max-tries", "0"], "--max-tries must be between"),
+        (["get", "http://example.com/a", "--stall-timeout", "0"], "--stall-timeout must be between"),
+        (["get", "http://example.com/a", "--connect-timeout", "0"], "--connect-timeout must be between"),
+        (["get", "http://example.com/a", "--ca-certificate", "no-such.pem"], "cannot read the CA certificate file"),
+        (["get", "http://example.com/a", "--refresh", "5"], "Unknown option '--refresh'"),
+        (["get"], "no URL given"),
+        (["add"], "no URL given"),
+        (["get", "http://example.com/a", "--bogus"], "Unknown option '--bogus'"),
+    ])
+    func badInputIsRefusedAndChangesNothing(arguments: [String], expected: String) async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("haul-bad-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let run = try await haul(arguments, in: directory)
+        #expect(run.status == 2, "\(arguments): \(run.stderr)")
+        let lines = run.stderr.split(separator: "\n")
+        #expect(lines.count == 1, "one line, got: \(run.stderr)")
+        #expect(run.stderr.hasPrefix("haul: "), "\(run.stderr)")
+        #expect(run.stderr.contains(expected), "\(arguments): expected '\(expected)' in: \(run.stderr)")
+        #expect(run.stdout.isEmpty)
+        #expect(CLI.files(directory).isEmpty, "nothing created: \(CLI.files(directory))")
+        #expect(!FileManager.default.fileExists(atPath: directory + "/.state"), "no queue created")
+    }
+
+    @Test func aCertificateFileThatIsNotPEMIsRefused() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("haul-ca-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try "not a certificate\n".write(toFile: directory + "/.bad.pem", atomically: true, encoding: .utf8)
+        let run = try await haul(["get", "https://example.com/a", "--ca-certificate", ".bad.pem"], in: directory)
+        #expect(run.status == 2)
+        #expect(run.stderr.contains("holds no PEM certificate"), "\(run.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: directory + "/.state"))
+    }
+
+    // MARK: The configuration file
+
+    @Test func configSetsDefaultsAndFlagsOverrideThem() async throws {
+        try await CLI.withServer { server, directory in
+            server.serve("/c1.bin", size: 50_000)
+            server.serve("/c2.bin", size: 50_000)
+            try FileManager.default.createDirectory(atPath: directory + "/from-config", withIntermediateDirectories: true)
+            try FileManager.default.createDirectory(atPath: directory + "/from-flag", withIntermediateDirectories: true)
+            try writeConfig("""
+            # haul settings
+            dir = \(directory)/from-config
+            user-agent = configured/1
+            header = X-From: config
+            max-tries = 4
+
+            fsync = false
+            """, in: directory)
+            let first = try await haul(["get", server.url("/c1.bin").absoluteString], in: directory)
+            #expect(first.status == 0, "\(first.stderr)")
+            #expect(CLI.length(directory + "/from-config/c1.bin") == 50_000)
+            let configured = try #require(server.requests("/c1.bin").first)
+            #expect(configured.userAgent == "configured/1")
+            #expect(configured.headers.contains("X-From: config"))
+
+            let second = try await haul(
+                ["get", server.url("/c2.bin").absoluteString, "-d", "from-flag", "--user-agent", "flag/2", "-H", "X-From: flag"], in: directory
+            )
+            #expect(second.status == 0, "\(second.stderr)")
+            #expect(CLI.length(directory + "/from-flag/c2.bin") == 50_000)
+            #expect(CLI.length(directory + "/from-config/c2.bin") == nil)
+            let flagged = try #require(server.requests("/c2.bin").first)
+            #expect(flagged.userAgent == "flag/2")
+            #expect(flagged.headers.contains("X-From: flag"))
+            #expect(!flagged.headers.contains("X-From: config"))
+        }
+    }
+
+    @Test(arguments: [
+        ("max-active = 3\ncolour = blue\n", "config:2: unknown key 'colour'"),
+        ("# fine\nmax-active = many\n", "config:2: max-active must be a whole number"),
+        ("max-active = 40\n", "config:1: max-active must be between 1 and 32"),
+        ("checksum = sha-256=00\n", "config:1: 'checksum' belongs to one download"),
+        ("just words\n", "config:1: expected 'key = value'"),
+        ("header = X-Bad\n", "config:1: header 'X-Bad' is not 'Name: value'"),
+        ("fsync = maybe\n", "config:1: fsync must be true or false"),
+    ])
+    func aBadConfigLineIsAnErrorNamingTheLine(config: String, expected: String) async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("haul-cfg-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try writeConfig(config, in: directory)
+        let run = try await haul(["add", "http://example.com/a"], in: directory)
+        #expect(run.status == 2)
+        #expect(run.stderr.contains(expected), "expected '\(expected)' in: \(run.stderr)")
+        #expect(run.stderr.split(separator: "\n").count == 1)
+        #expect(!FileManager.default.fileExists(atPath: directory + "/.state"))
+    }
+
+    @Test func anExplicitConfigFileMustExist() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("haul-cfg-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let run = try await haul(["add", "http://example.com/a", "--config", "nope.conf"], in: directory)
+        #expect(run.status == 2)
+        #expect(run.stderr.contains("cannot read the config file nope.conf"), "\(run.stderr)")
+    }
+
+    // MARK: add, list, pause, resume, cancel, remove
+
+    @Test func addAndListJSONRoundTrip() async throws {
+        try await CLI.withServer { server, directory in
+            let a = server.url("/a.iso").absoluteString
+            let b = server.url("/b.iso").absoluteString
+            let digest = String(repeating: "1f", count: 32)
+            try "# list\n\(b)\n\n".write(toFile: directory + "/.urls", atomically: true, encoding: .utf8)
+            let added = try await haul(["add", a, "-H", "Authorization: Bearer t0ken"], in: directory)
+            #expect(added.status == 0, "\(added.stderr)")
+            #expect(added.stdout == "1\tqueued\t\(a)\n")
+            let fromFile = try await haul(["add", "-i", ".urls", "-d", "sub"], in: directory)
+            #expect(fromFile.status == 2, "sub does not exist yet")
+            try FileManager.default.createDirectory(atPath: directory + "/sub", withIntermediateDirectories: true)
+            #expect(try await haul(["add", "-i", ".urls", "-d", "sub"], in: directory).status == 0)
+            #expect(try await haul(["add", "http://example.com/c.bin", "-o", "c-named.bin", "--checksum", "sha-256=\(digest)"], in: directory).status == 0)
+            // The same URL again is the same download.
+            let again = try await haul(["add", a], in: directory)
+            #expect(again.stdout == "1\tqueued\t\(a)\n")
+
+            let rows = try await CLI.list(state: directory + "/.state", in: directory)
+            #expect(rows.map { $0["id"] as? Int } == [1, 2, 3])
+            #expect(rows.map { $0["url"] as? String } == [a, b, "http://example.com/c.bin"])
+            #expect(rows.map { $0["state"] as? String } == ["queued", "queued", "queued"])
+            #expect(rows.map { $0["path"] as? String } == [directory + "/a.iso.part", directory + "/sub/b.iso.part", directory + "/c-named.bin.part"])
+            #expect(rows[0]["header_names"] as? [String] == ["Authorization"])
+            #expect(rows[2]["checksum"] as? String == "sha-256=\(digest)")
+            #expect(!(try await haul(["list"], in: directory).stdout.contains("t0ken")), "header values are never printed")
+            #expect(server.requests().isEmpty, "add transfers nothing")
+            #expect(CLI.files(directory) == ["sub"])
+        }
+    }
+
+    @Test func pauseResumeCancelRemoveEditTheQueueOffline() async throws {
+        try await CLI.withServer { server, directory in
+            let urls = ["/p1.bin", "/p2.bin", "/p3.bin"].map { server.url($0).absoluteString }
+            #expect(try await haul(["add"] + urls, in: directory).status == 0)
+            // A part file with bytes, as a quit leaves it.
+            try Data(repeating: 7, count: 1000).write(to: URL(fileURLWithPath: directory + "/p3.bin.part"))
+
+            let paused = try await haul(["pause", "1", "3"], in: directory)
+            #expect(paused.status == 0, "\(paused.stderr)")
+            #expect(paused.stdout == "paused 1\npaused 3\n")
+            var rows = try await CLI.list(state: directory + "/.state", in: directory)
+            #expect(rows.map { $0["state"] as? String } == ["paused", "queued", "paused"])
+
+            #expect(try await haul(["resume", "1"], in: directory).stdout == "queued 1\n")
+            let cancelled = try await haul(["cancel", "3"], in: directory)
+            #expect(cancelled.stdout == "cancelled 3\n")
+            #expect(CLI.length(directory + "/p3.bin.part") == nil, "cancel deletes the part file")
+            #expect(try await haul(["remove", "3"], in: directory).stdout == "removed 3\n")
+
+            // All or nothing: one refused id changes none.
+            let refused = try await haul(["pause", "2", "99"], in: directory)
+            #expect(refused.status == 2)
+            #expect(refused.stderr == "haul: error: no download 99 in the queue\n")
+            let illegal = try await haul(["remove", "2"], in: directory)
+            #expect(illegal.status == 2)
+            #expect(illegal.stderr.contains("cannot remove download 2: it is queued"))
+            let notAnID = try await haul(["cancel", "two"], in: directory)
+            #expect(notAnID.status == 2)
+            #expect(notAnID.stderr.contains("'two' is not a download id"))
+
+            rows = try await CLI.list(state: directory + "/.state", in: directory)
+            #expect(rows.map { $0["id"] as? Int } == [1, 2])
+            #expect(rows.map { $0["state"] as? String } == ["queued", "queued"])
+            #expect(server.requests().isEmpty, "editing the queue transfers nothing")
+        }
+    }
+
+    @Test func queueCommandsSaySoWhileAHaulRunsTheQueue() async throws {
+        try await CLI.withServer { server, directory in
+            var faults = Faults()
+            faults.throttleBytesPerSecond = 64 * 1024
+            server.serve("/busy.bin", size: 4 * 1024 * 1024, faults: faults)
+            let running = try HaulProcess(["get", server.url("/busy.bin").absoluteString], in: directory, state: directory + "/.state")
+            try await CLI.waitUntil("the download runs") { (CLI.length(directory + "/busy.bin.part") ?? 0) > 0 }
+            for command in [["pause", "1"], ["resume", "1"], ["cancel", "1"], ["remove", "1"], ["add", "http://example.com/x"]] {
+                let run = try await haul(command, in: directory)
+                #expect(run.status == 2, "\(command)")
+                #expect(run.stderr.contains("haul (pid \(running.pid)) is running this queue"), "\(command): \(run.stderr)")
+            }
+            running.send(SIGINT)
+            let ended = try await running.wait()
+            #expect(ended.status == 130)
+            let rows = try await CLI.list(state: directory + "/.state", in: directory)
+            #expect(rows.count == 1, "nothing was added while it ran")
+        }
+    }
+
+    @Test func completionScriptsAreGenerated() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("haul-comp-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        for shell in ["bash", "zsh", "fish"] {
+            let run = try await haul(["--generate-completion-script", shell], in: directory)
+            #expect(run.status == 0)
+            for word in ["demo", "pause", "limit-rate", "checksum", "max-active"] {
+                #expect(run.stdout.contains(word), "\(shell) completion lacks \(word)")
+            }
+        }
+    }
+}

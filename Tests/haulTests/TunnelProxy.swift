@@ -1,0 +1,116 @@
+import Foundation
+
+/// A forward proxy that answers `CONNECT host:port` by tunnelling to one local port, recording each
+/// request line. AsyncHTTPClient reaches every URL through a proxy with CONNECT.
+final class TunnelProxy: @unchecked Sendable {
+    let port: Int
+    private let listener: Int32
+    private let target: UInt16
+    private let lock = NSLock()
+    private var lines: [String] = []
+
+    /// The request lines received, oldest first (`CONNECT files.example:80 HTTP/1.1`).
+    var requestLines: [String] { lock.withLock { lines } }
+
+    init(tunnellingTo target: Int) throws {
+        self.target = UInt16(target)
+        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        self.listener = listener
+        var address = Self.loopback(port: 0)
+        let bound = withUnsafePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard listener >= 0, bound == 0, listen(listener, 16) == 0 else { throw POSIXError(.EADDRINUSE) }
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(listener, $0, &length) }
+        }
+        port = Int(UInt16(bigEndian: address.sin_port))
+        Thread.detachNewThread { [self] in
+            while true {
+                let client = accept(listener, nil, nil)
+                guard client >= 0 else { return }
+                Thread.detachNewThread { self.serve(client) }
+            }
+        }
+    }
+
+    func stop() {
+        shutdown(listener, Int32(SHUT_RDWR))
+        close(listener)
+    }
+
+    private func serve(_ client: Int32) {
+        var head: [UInt8] = []
+        var byte: UInt8 = 0
+        while !head.ends(with: Array("\r\n\r\n".utf8)) {
+            guard read(client, &byte, 1) == 1 else {
+                close(client)
+                return
+            }
+            head.append(byte)
+        }
+        let line = String(decoding: head, as: UTF8.self).components(separatedBy: "\r\n").first ?? ""
+        lock.withLock { lines.append(line) }
+        guard line.hasPrefix("CONNECT ") else {
+            Self.send(client, "HTTP/1.1 405 Method Not Allowed\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+            close(client)
+            return
+        }
+        let upstream = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = Self.loopback(port: target)
+        let connected = withUnsafePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(upstream, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard connected == 0 else {
+            Self.send(client, "HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\n\r\n")
+            close(client)
+            close(upstream)
+            return
+        }
+        Self.send(client, "HTTP/1.1 200 Connection established\r\n\r\n")
+        let done = DispatchSemaphore(value: 0)
+        Thread.detachNewThread {
+            Self.pump(from: upstream, to: client)
+            done.signal()
+        }
+        Self.pump(from: client, to: upstream)
+        done.wait()
+        close(client)
+        close(upstream)
+    }
+
+    private static func pump(from source: Int32, to destination: Int32) {
+        var buffer = [UInt8](repeating: 0, count: 65_536)
+        while true {
+            let count = read(source, &buffer, buffer.count)
+            guard count > 0 else { break }
+            var offset = 0
+            while offset < count {
+                let written = buffer[offset..<count].withUnsafeBytes { write(destination, $0.baseAddress, $0.count) }
+                guard written > 0 else { break }
+                offset += written
+            }
+        }
+        shutdown(destination, Int32(SHUT_WR))
+    }
+
+    private static func send(_ socket: Int32, _ text: String) {
+        let bytes = Array(text.utf8)
+        _ = bytes.withUnsafeBytes { write(socket, $0.baseAddress, $0.count) }
+    }
+
+    private static func loopback(port: UInt16) -> sockaddr_in {
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = port.bigEndian
+        address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
+        return address
+    }
+}
+
+private extension Array where Element == UInt8 {
+    func ends(with suffix: [UInt8]) -> Bool {
+        count >= suffix.count && Array(self[(count - suffix.count)...]) == suffix
+    }
+}
