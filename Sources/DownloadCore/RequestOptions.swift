@@ -129,11 +129,12 @@ public enum ByteCount {
         var digits = text.trimmingCharacters(in: .whitespaces)
         if digits.hasSuffix("/s") { digits.removeLast(2) }
         if digits.uppercased().hasSuffix("B") { digits.removeLast() }
+        // 2M, 2MB and 2MiB all mean 2 × 1024 × 1024.
+        if digits.hasSuffix("i") { digits.removeLast() }
         var multiplier: Double = 1
         if let last = digits.last?.uppercased(), let power = ["K": 1, "M": 2, "G": 3][last] {
             multiplier = pow(1024, Double(power))
             digits.removeLast()
-            if digits.last == "i" { digits.removeLast() }
         }
         guard !digits.isEmpty, digits.allSatisfy({ $0.isASCII && ($0.isNumber || $0 == ".") }),
               let number = Double(digits), number.isFinite, number > 0 else {

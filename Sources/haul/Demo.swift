@@ -123,7 +123,8 @@ struct Demo: AsyncParsableCommand {
         if let temporary {
             print("haul demo: server stopped; removed \(temporary)")
         } else {
-            print("haul demo: server stopped; the queue stays in \(store.directory.path) (haul demo --state \(store.directory.path) resumes it)")
+            print("haul demo: server stopped; the queue stays in \(store.directory.path)")
+            print("resume it with: haul demo --state \(store.directory.path)")
         }
     }
 

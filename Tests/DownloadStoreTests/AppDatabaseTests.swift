@@ -30,6 +30,36 @@ import Testing
         try database.commit(changes)
     }
 
+    @Test func requestOptionsAndSettingsSurviveAndBatchesKeepEachBoot() throws {
+        let database = try AppDatabase.open(at: path)
+        var first = try download(1)
+        first.options = RequestOptions(
+            headers: [HeaderField(name: "Authorization", value: "Bearer x: y"), HeaderField(name: "X-Two", value: "")],
+            checksum: Checksum(algorithm: .sha512, hex: String(repeating: "c", count: 128))
+        )
+        let second = try download(2)
+        var old = QueueChanges()
+        old.saved = [first]
+        old.positions = [first.id: 0]
+        old.bootID = "boot-old"
+        var new = QueueChanges()
+        new.saved = [second]
+        new.positions = [second.id: 1]
+        new.bootID = "boot-new"
+        try database.commit(batch: [old, new])
+        let queue = try database.loadQueue()
+        #expect(queue.downloads.map(\.id) == [first.id, second.id])
+        #expect(queue.downloads[0].options == first.options)
+        #expect(queue.downloads[1].options == RequestOptions())
+        #expect(queue.checkpointBoots == [first.id: "boot-old", second.id: "boot-new"])
+
+        #expect(try database.setting("maxActive") == nil)
+        try database.saveSetting("maxActive", "5")
+        try database.saveSetting("maxActive", "6")
+        #expect(try AppDatabase.open(at: path).setting("maxActive") == "6")
+        #expect(try database.appliedMigrations().last == "v3: request options and settings")
+    }
+
     @Test func everyFieldSurvivesARoundTrip() throws {
         // Given a download with every field set, two further requesters and a waiting state
         let database = try AppDatabase.open(at: path)
@@ -122,7 +152,7 @@ import Testing
         // When the current code opens it
         let database = try AppDatabase.open(at: path)
         // Then every migration is applied and the row reads back with the new fields at their defaults
-        #expect(try database.appliedMigrations() == ["v1: queue", "v2: requesters and boot checkpoints"])
+        #expect(try database.appliedMigrations() == ["v1: queue", "v2: requesters and boot checkpoints", "v3: request options and settings"])
         let queue = try database.loadQueue()
         let row = try #require(queue.downloads.first)
         #expect(row.id == DownloadID(5))
