@@ -328,3 +328,42 @@ import Testing
         }
     }
 }
+
+/// `--ca-certificate` against a real TLS server (`openssl s_server`) with a certificate made here.
+@Suite struct CertificateTests {
+    @Test func aSelfSignedServerIsRefusedUnlessItsCertificateIsGiven() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("haul-tls-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let made = try await HaulProcess.tool("/usr/bin/openssl", [
+            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "key.pem", "-out", "cert.pem", "-days", "2",
+            "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+        ], in: directory)
+        #expect(made == 0, "openssl req")
+        let port = Int.random(in: 20_000...40_000)
+        let server = Process()
+        server.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
+        server.arguments = ["s_server", "-cert", "cert.pem", "-key", "key.pem", "-accept", "\(port)", "-www", "-quiet"]
+        server.currentDirectoryURL = URL(fileURLWithPath: directory)
+        server.standardOutput = FileHandle.nullDevice
+        server.standardError = FileHandle.nullDevice
+        server.standardInput = FileHandle.nullDevice
+        try server.run()
+        defer { server.terminate() }
+        try await Task.sleep(for: .milliseconds(500))
+        let url = "https://127.0.0.1:\(port)/"
+
+        let refused = try await HaulProcess(["get", url, "-o", "refused.html", "--max-tries", "1", "--connect-timeout", "2"], in: directory, state: directory + "/.s1").wait()
+        #expect(refused.status == 1)
+        #expect(refused.stdout.contains("CERTIFICATE_VERIFY_FAILED"), "\(refused.stdout)")
+        #expect(CLI.length(directory + "/refused.html") == nil)
+        #expect(CLI.length(directory + "/refused.html.part") == nil)
+
+        let trusted = try await HaulProcess(
+            ["get", url, "-o", "trusted.html", "--max-tries", "1", "--ca-certificate", "cert.pem"], in: directory, state: directory + "/.s2"
+        ).wait()
+        #expect(trusted.status == 0, "\(trusted.stdout)\(trusted.stderr)")
+        let page = try String(contentsOfFile: directory + "/trusted.html", encoding: .utf8)
+        #expect(page.contains("s_server"), "openssl's status page")
+    }
+}

@@ -64,6 +64,20 @@ final class HaulProcess: @unchecked Sendable {
 
     var pid: Int32 { process.processIdentifier }
 
+    /// Runs another program to its end (polling, as `wait`); its exit status.
+    static func tool(_ path: String, _ arguments: [String], in directory: String) async throws -> Int32 {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: path)
+        process.arguments = arguments
+        process.currentDirectoryURL = URL(fileURLWithPath: directory)
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        while process.isRunning { try await Task.sleep(for: .milliseconds(10)) }
+        return process.terminationStatus
+    }
+
     /// What it printed so far.
     var stdoutSoFar: String {
         (try? String(contentsOfFile: out, encoding: .utf8)) ?? ""
