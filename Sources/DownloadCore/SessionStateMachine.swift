@@ -227,16 +227,11 @@ public struct SessionStateMachine: Sendable {
             }
             if download != downloads[existing] { downloads[existing] = download }
             var actions: [Action] = []
-            if hold {
-                if download.state == .paused || isFailed(download.state) {
-                    actions += try resume(existing, hold: true)
-                }
-                return (existing, actions)
-            }
-            held.remove(existing)
             if download.state == .paused || isFailed(download.state) {
-                actions += try resume(existing)
+                actions += try resume(existing, hold: hold)
             }
+            if hold { return (existing, actions) }
+            held.remove(existing)
             return (existing, actions + startEligible())
         }
         try checkDestinationFree(destination, ignoring: nil)
@@ -288,11 +283,11 @@ public struct SessionStateMachine: Sendable {
     /// process runs it).
     public mutating func resume(_ id: DownloadID, hold: Bool = false) throws(TransitionError) -> [Action] {
         var download = try existing(id)
-        // A held download is queued but out of the running: resuming it lets it run.
-        let wasHeld = hold ? held.contains(id) : held.remove(id) != nil
         switch download.state {
         case .queued, .downloading:
-            return wasHeld && !hold ? startEligible() : []
+            // A held download is queued but out of the running: resuming it lets it run.
+            guard !hold, held.remove(id) != nil else { return [] }
+            return startEligible()
         case .paused, .failed, .waiting:
             retryTokens[id] = nil
             download.failedAttempts = 0
@@ -303,6 +298,7 @@ public struct SessionStateMachine: Sendable {
                 held.insert(id)
                 return []
             }
+            held.remove(id)
             return startEligible()
         case .completed, .cancelled:
             throw .illegal(id, state: download.state.word, intent: "resume")

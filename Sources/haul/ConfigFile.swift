@@ -17,6 +17,8 @@ struct Settings: Sendable, Equatable {
     var fsync = true
     var refresh: Double = 10
     var ascii = false
+    /// From the environment (`http_proxy` …), like curl.
+    var proxies = ProxySettings()
 
     static let defaultMaxActive = 3
 }
@@ -68,10 +70,10 @@ enum ConfigFile {
         switch key {
         case "dir": settings.directory = try path(value, home: home)
         case "state": settings.state = try path(value, home: home)
-        case "max-active": settings.maxActive = try OptionCheck.integer(value, key, in: 1...OptionCheck.maxActiveLimit)
-        case "max-tries": settings.maxTries = try OptionCheck.integer(value, key, in: 1...10_000)
-        case "connect-timeout": settings.connectTimeout = try OptionCheck.integer(value, key, in: 1...3600)
-        case "stall-timeout": settings.stallTimeout = try OptionCheck.integer(value, key, in: 1...3600)
+        case "max-active": settings.maxActive = try OptionCheck.integer(value, key, in: OptionCheck.maxActive)
+        case "max-tries": settings.maxTries = try OptionCheck.integer(value, key, in: OptionCheck.maxTries)
+        case "connect-timeout": settings.connectTimeout = try OptionCheck.integer(value, key, in: OptionCheck.seconds)
+        case "stall-timeout": settings.stallTimeout = try OptionCheck.integer(value, key, in: OptionCheck.seconds)
         case "limit-rate": settings.limitRate = try OptionCheck.rate(value, key)
         case "header": settings.headers = HeaderField.merged(settings.headers, [try OptionCheck.header(value)])
         case "user-agent": settings.userAgent = try OptionCheck.userAgent(value)
@@ -109,6 +111,10 @@ enum ConfigFile {
 /// The checks every option goes through, from a flag or from the configuration file.
 enum OptionCheck {
     static let maxActiveLimit = 32
+    static let maxActive = 1...maxActiveLimit
+    static let maxTries = 1...10_000
+    /// Timeouts, in seconds.
+    static let seconds = 1...3600
 
     static func integer(_ text: String, _ name: String, in range: ClosedRange<Int>) throws(UsageError) -> Int {
         guard let value = Int(text.trimmingCharacters(in: .whitespaces)) else {

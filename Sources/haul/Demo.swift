@@ -32,6 +32,8 @@ struct Demo: AsyncParsableCommand {
         var size: Int
         var bytesPerSecond: Int
         var faults = Faults()
+        /// Added to the URL, not to the path the server serves.
+        var query = ""
     }
 
     static let keysToTry = "demo: space pause/resume · Enter details · a add · c cancel · < > run fewer/more · ? help · q quit"
@@ -52,6 +54,7 @@ struct Demo: AsyncParsableCommand {
         noLength.faults.chunked = true
         var named = Sample(path: "/download", size: 3 * mib, bytesPerSecond: 150 * kib)
         named.faults.contentDisposition = "attachment; filename=\"quarterly-report-Q3.pdf\""
+        named.query = "?id=42"
         var weak = Sample(path: "/weak-etag-mirror.img", size: 6 * mib, bytesPerSecond: 300 * kib)
         weak.faults.weakETag = true
         // The ones that show something first, so they run within the first four.
@@ -75,29 +78,26 @@ struct Demo: AsyncParsableCommand {
         guard isatty(STDIN_FILENO) == 1, isatty(STDOUT_FILENO) == 1 else {
             throw UsageError(message: "haul demo needs a terminal on stdin and stdout")
         }
-        _ = try SessionOptions.configuration(settings, maxActive: 1)
 
-        // A temporary queue unless one was named (a named one outlives the demo).
+        // A temporary queue unless one was named (a named one outlives the demo); never the
+        // person's own queue.
         var temporary: String?
-        var stateOptions = state
         if state.directory == nil {
             let template = (NSTemporaryDirectory() as NSString).appendingPathComponent("haul-demo-XXXXXX")
             var bytes = Array(template.utf8CString)
             guard let made = mkdtemp(&bytes) else { throw UsageError(message: "cannot create a temporary directory for the demo") }
-            let path = String(cString: made)
-            temporary = path
-            stateOptions.directory = path + "/state"
+            temporary = String(cString: made)
         }
         defer { if let temporary { try? FileManager.default.removeItem(atPath: temporary) } }
-        let store = try OpenStore(options: stateOptions)
+        let store = try OpenStore(path: temporary.map { $0 + "/state" } ?? state.resolvedPath(settings))
         let working = FileManager.default.currentDirectoryPath
-        let downloads = directory.map { Get.absolute($0, in: working) } ?? (temporary.map { $0 + "/downloads" } ?? store.directory.path + "/downloads")
+        let downloads = directory.map { LocalPath.absolute($0, in: working) } ?? (temporary.map { $0 + "/downloads" } ?? store.directory.path + "/downloads")
         do {
             try FileManager.default.createDirectory(atPath: downloads, withIntermediateDirectories: true)
         } catch {
-            throw UsageError(message: "cannot create \(downloads): \(UI.reason(error))")
+            throw UsageError(message: "cannot create \(downloads): \(LocalPath.reason(error))")
         }
-        try Get.checkWritableDirectory(downloads)
+        try LocalPath.checkWritableDirectory(downloads)
 
         let server = try await Self.startServer(portFile: store.directory.path + "/demo-port")
         let samples = Self.samples
@@ -106,14 +106,12 @@ struct Demo: AsyncParsableCommand {
         }
         // The first run adds the samples; a later run on the same --state resumes them.
         let requests = store.queue.downloads.isEmpty
-            ? samples.map { AddOptions.Request(url: server.url($0.path == "/download" ? "/download?id=42" : $0.path), destination: .directory(downloads), options: RequestOptions()) }
+            ? samples.map { AddOptions.Request(url: server.url($0.path + $0.query), destination: .directory(downloads), options: RequestOptions()) }
             : []
-        var demoSettings = settings
-        if demoSettings.maxActive == nil { demoSettings.maxActive = 4 }
         do {
             try await UI.runTerminal(
-                store: store, settings: demoSettings, requests: requests, downloadDirectory: downloads,
-                defaults: RequestOptions(), banner: Self.keysToTry
+                store: store, settings: settings, requests: requests, downloadDirectory: downloads,
+                defaults: RequestOptions(), banner: Self.keysToTry, fallbackMaxActive: 4
             )
         } catch {
             await server.shutdown()

@@ -16,21 +16,16 @@ struct QueueEditor {
     private var deletions: [String] = []
 
     /// Opens the queue for an edit. With `mustExist`, a missing queue is an error, not created.
-    init(_ options: StateOptions, mustExist: Bool, verb: String) throws(UsageError) {
-        let path = try options.resolvedPath()
-        if let directory = try? StateDirectory(existingAt: path), let pid = directory.liveHolder() {
+    init(_ options: StateOptions, settings: Settings, mustExist: Bool, verb: String) throws(UsageError) {
+        let path = try options.resolvedPath(settings)
+        let existing = try? StateDirectory(existingAt: path)
+        if let pid = existing?.liveHolder() {
             throw UsageError(message: "haul (pid \(pid)) is running this queue (\(path)): \(verb) with its keys, or quit it and run this again")
         }
-        if mustExist, !FileManager.default.fileExists(atPath: path + "/queue.sqlite") {
+        if mustExist, !(existing.map { FileManager.default.fileExists(atPath: $0.databasePath) } ?? false) {
             throw UsageError(message: "no queue at \(path): nothing to \(verb)")
         }
-        do {
-            store = try OpenStore(options: options)
-        } catch let error as UsageError {
-            throw error
-        } catch {
-            throw UsageError(message: "\(error)")
-        }
+        store = try OpenStore(path: path)
         machine = SessionStateMachine()
         machine.restore(store.queue.downloads, nextID: store.queue.nextID, holdPending: true)
         _ = machine.takeTouched()
@@ -102,7 +97,7 @@ struct Add: ParsableCommand {
     func run() throws {
         let settings = try add.apply(to: state.settings())
         let requests = try add.requests(settings, requireURL: true)
-        var editor = try QueueEditor(state, mustExist: false, verb: "add")
+        var editor = try QueueEditor(state, settings: settings, mustExist: false, verb: "add")
         var added: [DownloadID] = []
         for request in requests {
             do {
@@ -134,7 +129,7 @@ protocol QueueEditCommand: ParsableCommand {
 
 extension QueueEditCommand {
     func run() throws {
-        var editor = try QueueEditor(state, mustExist: true, verb: Self.verb)
+        var editor = try QueueEditor(state, settings: state.settings(), mustExist: true, verb: Self.verb)
         let targets = try editor.ids(ids)
         // All or nothing: a refused id leaves the queue as it was.
         for id in targets {

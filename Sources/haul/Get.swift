@@ -31,9 +31,8 @@ struct Get: AsyncParsableCommand {
         // Everything that can be refused is refused before the state directory is touched.
         let settings = try session.apply(to: add.apply(to: state.settings()))
         let requests = try add.requests(settings, requireURL: true)
-        var configuration = try SessionOptions.configuration(settings, maxActive: 1)
-        let store = try OpenStore(options: state)
-        configuration.maxActive = settings.maxActive ?? store.savedMaxActive ?? Settings.defaultMaxActive
+        let store = try OpenStore(path: state.resolvedPath(settings))
+        var configuration = SessionOptions.configuration(settings, maxActive: store.maxActive(settings))
         configuration.logger = Logger(label: "haul.engine")
         let session = DownloadSession(configuration: configuration, journal: store.database)
         let interruption = Interruption(session: session)
@@ -78,33 +77,6 @@ struct Get: AsyncParsableCommand {
         ids.allSatisfy { id in
             guard let state = snapshot[id]?.state else { return true }
             return state.isFinished || state == .paused
-        }
-    }
-
-    /// `path` made absolute against `base`, with `.` and `..` resolved (symlinks are kept).
-    static func absolute(_ path: String, in base: String) -> String {
-        let joined = path.hasPrefix("/") ? path : (base as NSString).appendingPathComponent(path)
-        let standardized = (joined as NSString).standardizingPath
-        // standardizingPath drops a trailing slash, which -o must still see to refuse it.
-        return path.hasSuffix("/") && !standardized.hasSuffix("/") ? standardized + "/" : standardized
-    }
-
-    static func checkWritableDirectory(_ path: String) throws(UsageError) {
-        var isDirectory: ObjCBool = false
-        guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
-            throw UsageError(message: "directory does not exist: \(path)")
-        }
-        guard isDirectory.boolValue else { throw UsageError(message: "not a directory: \(path)") }
-        guard access(path, W_OK | X_OK) == 0 else { throw UsageError(message: "directory is not writable: \(path)") }
-        // access() says yes to root everywhere; creating a file is the real test (removed at once).
-        let probe = (path as NSString).appendingPathComponent(".haul-write-test-\(getpid())")
-        let fd = open(probe, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-        guard fd >= 0 || errno == EEXIST else {
-            throw UsageError(message: "directory is not writable: \(path) (\(String(cString: strerror(errno))))")
-        }
-        if fd >= 0 {
-            close(fd)
-            unlink(probe)
         }
     }
 }

@@ -19,7 +19,7 @@ struct List: ParsableCommand {
     var json = false
 
     func run() throws {
-        let path = try state.resolvedPath()
+        let path = try state.resolvedPath(state.settings())
         let queue: StoredQueue
         do {
             queue = try Self.read(path)

@@ -29,35 +29,36 @@ struct SessionOptions: ParsableArguments {
     @Flag(inversion: .prefixedNo, help: "fsync each file before it is reported completed (default; --no-fsync for scratch downloads).")
     var fsync: Bool?
 
-    /// `settings` with these flags on top, checked.
-    func apply(to settings: Settings) throws(UsageError) -> Settings {
+    /// `settings` with these flags and the environment's proxies on top, checked.
+    func apply(to settings: Settings, environment: [String: String] = ProcessInfo.processInfo.environment) throws(UsageError) -> Settings {
         var settings = settings
-        if let maxActive { settings.maxActive = try OptionCheck.integer(maxActive, "--max-active", in: 1...OptionCheck.maxActiveLimit) }
-        if let maxTries { settings.maxTries = try OptionCheck.integer(maxTries, "--max-tries", in: 1...10_000) }
-        if let connectTimeout { settings.connectTimeout = try OptionCheck.integer(connectTimeout, "--connect-timeout", in: 1...3600) }
-        if let stallTimeout { settings.stallTimeout = try OptionCheck.integer(stallTimeout, "--stall-timeout", in: 1...3600) }
+        if let maxActive { settings.maxActive = try OptionCheck.integer(maxActive, "--max-active", in: OptionCheck.maxActive) }
+        if let maxTries { settings.maxTries = try OptionCheck.integer(maxTries, "--max-tries", in: OptionCheck.maxTries) }
+        if let connectTimeout { settings.connectTimeout = try OptionCheck.integer(connectTimeout, "--connect-timeout", in: OptionCheck.seconds) }
+        if let stallTimeout { settings.stallTimeout = try OptionCheck.integer(stallTimeout, "--stall-timeout", in: OptionCheck.seconds) }
         if let limitRate { settings.limitRate = try OptionCheck.rate(limitRate, "--limit-rate") }
         if let caCertificate {
             let working = FileManager.default.currentDirectoryPath
-            settings.caCertificate = Get.absolute(caCertificate, in: working)
+            settings.caCertificate = LocalPath.absolute(caCertificate, in: working)
         }
         if let fsync { settings.fsync = fsync }
-        if let path = settings.caCertificate {
-            do {
-                try TrustRoots.check(path)
-            } catch {
-                throw UsageError(message: error.description)
-            }
+        do {
+            if let path = settings.caCertificate { try TrustRoots.check(path) }
+        } catch {
+            throw UsageError(message: error.description)
+        }
+        do {
+            settings.proxies = try ProxySettings.from(environment: environment)
+        } catch {
+            throw UsageError(message: error.description)
         }
         return settings
     }
 
-    /// The engine's configuration for `settings`; proxies come from the environment, like curl.
+    /// The engine's configuration for checked `settings`.
     ///
     /// Its logger is set by the caller once the log is set up (a logger made earlier writes to stderr).
-    static func configuration(
-        _ settings: Settings, maxActive: Int, environment: [String: String] = ProcessInfo.processInfo.environment
-    ) throws(UsageError) -> DownloadSession.Configuration {
+    static func configuration(_ settings: Settings, maxActive: Int) -> DownloadSession.Configuration {
         var configuration = DownloadSession.Configuration()
         configuration.maxActive = maxActive
         configuration.maxTries = settings.maxTries
@@ -66,12 +67,8 @@ struct SessionOptions: ParsableArguments {
         configuration.limitBytesPerSecond = settings.limitRate
         configuration.caCertificatePath = settings.caCertificate
         configuration.syncOnCompletion = settings.fsync
+        configuration.proxies = settings.proxies
         if let userAgent = settings.userAgent { configuration.userAgent = userAgent }
-        do {
-            configuration.proxies = try ProxySettings.from(environment: environment)
-        } catch {
-            throw UsageError(message: error.description)
-        }
         return configuration
     }
 }
@@ -132,28 +129,27 @@ struct AddOptions: ParsableArguments {
         var options = try defaultOptions(settings)
         if let checksum { options.checksum = try OptionCheck.checksum(checksum) }
 
-        let working = FileManager.default.currentDirectoryPath
-        // Paths are stored in the queue, which outlives this working directory: make them absolute.
-        let directory = self.directory.map { Get.absolute($0, in: working) } ?? settings.directory ?? working
+        let directory = downloadDirectory(settings)
         if let output, let url = parsed.first {
-            let path = Get.absolute(output, in: directory)
+            let path = LocalPath.absolute(output, in: directory)
             guard !path.hasSuffix("/") else { throw UsageError(message: "-o/--output names a file, not a directory: \(path)") }
             var isDirectory: ObjCBool = false
             if FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), isDirectory.boolValue {
                 throw UsageError(message: "-o/--output names a directory: \(path)")
             }
             let parent = (path as NSString).deletingLastPathComponent
-            try Get.checkWritableDirectory(parent.isEmpty ? "/" : parent)
+            try LocalPath.checkWritableDirectory(parent.isEmpty ? "/" : parent)
             return [Request(url: url, destination: .file(path), options: options)]
         }
-        try Get.checkWritableDirectory(directory)
+        try LocalPath.checkWritableDirectory(directory)
         return parsed.map { Request(url: $0, destination: .directory(directory), options: options) }
     }
 
-    /// The download directory new URLs (the UI's `a`) go to.
+    /// The download directory new URLs (the UI's `a` too) go to, absolute: paths are stored in the
+    /// queue, which outlives this working directory.
     func downloadDirectory(_ settings: Settings) -> String {
         let working = FileManager.default.currentDirectoryPath
-        return directory.map { Get.absolute($0, in: working) } ?? settings.directory ?? working
+        return directory.map { LocalPath.absolute($0, in: working) } ?? settings.directory ?? working
     }
 
     /// The headers every URL added in this run asks for (for the UI's `a` too).
@@ -181,7 +177,7 @@ struct AddOptions: ParsableArguments {
         do {
             contents = try String(contentsOfFile: inputFile, encoding: .utf8)
         } catch {
-            throw UsageError(message: "cannot read \(TerminalText.sanitize(inputFile)): \(UI.reason(error))")
+            throw UsageError(message: "cannot read \(TerminalText.sanitize(inputFile)): \(LocalPath.reason(error))")
         }
         for (number, line) in contents.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
             let text = line.trimmingCharacters(in: .whitespacesAndNewlines)

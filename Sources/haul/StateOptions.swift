@@ -29,19 +29,18 @@ struct StateOptions: ParsableArguments {
         } catch {
             let missing = (error as NSError).code == NSFileReadNoSuchFileError
             if missing && !explicit { return Settings() }
-            throw UsageError(message: "cannot read the config file \(TerminalText.sanitize(path)): \(UI.reason(error))")
+            throw UsageError(message: "cannot read the config file \(TerminalText.sanitize(path)): \(LocalPath.reason(error))")
         }
         return try ConfigFile.apply(text, name: path, to: Settings(), home: environment["HOME"])
     }
 
-    /// Where the queue lives: `--state`, else `$HAUL_STATE_DIR`, else the config's `state`, else
-    /// the XDG default.
-    func resolvedPath(environment: [String: String] = ProcessInfo.processInfo.environment) throws(UsageError) -> String {
-        let configured = try settings(environment: environment).state
+    /// Where the queue lives: `--state`, else `$HAUL_STATE_DIR`, else the config's `state` (in
+    /// `settings`), else the XDG default.
+    func resolvedPath(_ settings: Settings, environment: [String: String] = ProcessInfo.processInfo.environment) throws(UsageError) -> String {
+        if directory == nil, (environment["HAUL_STATE_DIR"] ?? "").isEmpty, let configured = settings.state {
+            return configured
+        }
         do {
-            if directory == nil, (environment["HAUL_STATE_DIR"] ?? "").isEmpty, let configured {
-                return configured
-            }
             return try StateDirectory.resolve(option: directory, environment: environment)
         } catch {
             throw UsageError(message: error.description)
@@ -59,11 +58,12 @@ final class OpenStore: Sendable {
     let queue: StoredQueue
     let logger: Logger
 
-    init(options: StateOptions) throws {
+    /// Opens (creating) the queue at `path` and takes its lock.
+    init(path: String) throws(UsageError) {
         do {
-            directory = try StateDirectory(creatingAt: try options.resolvedPath())
+            directory = try StateDirectory(creatingAt: path)
             lock = try directory.lock()
-        } catch let error as StateDirectory.Failure {
+        } catch {
             throw UsageError(message: error.description)
         }
         LogSetup.bootstrapOnce(logPath: directory.logPath)
@@ -79,6 +79,11 @@ final class OpenStore: Sendable {
 
 extension OpenStore {
     static let maxActiveKey = "maxActive"
+
+    /// How many run at once: `-j` or the config, else what `<` and `>` last left, else `fallback`.
+    func maxActive(_ settings: Settings, fallback: Int = Settings.defaultMaxActive) -> Int {
+        settings.maxActive ?? savedMaxActive ?? fallback
+    }
 
     /// How many run at once, as `<` and `>` last left it.
     var savedMaxActive: Int? {

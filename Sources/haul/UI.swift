@@ -33,23 +33,21 @@ struct UI: AsyncParsableCommand {
         guard isatty(STDIN_FILENO) == 1, isatty(STDOUT_FILENO) == 1 else {
             throw UsageError(message: "the terminal UI needs a terminal on stdin and stdout (use haul get in scripts)")
         }
-        _ = try SessionOptions.configuration(settings, maxActive: 1)
-        let store = try OpenStore(options: state)
+        let store = try OpenStore(path: state.resolvedPath(settings))
         try await Self.runTerminal(
             store: store, settings: settings, requests: requests, downloadDirectory: add.downloadDirectory(settings),
-            defaults: defaults, banner: nil
+            defaults: defaults
         )
     }
 
     /// Runs the queue of `store` in the terminal UI until `q` or a signal; `requests` are added
-    /// first and `banner` greets the user (the demo's keys to try).
+    /// first and `banner` greets the user (the demo's keys to try). Without `-j`, the config or a
+    /// remembered choice, `fallbackMaxActive` run at once.
     static func runTerminal(
         store: OpenStore, settings: Settings, requests: [AddOptions.Request], downloadDirectory: String,
-        defaults: RequestOptions, banner: String?
+        defaults: RequestOptions, banner: String? = nil, fallbackMaxActive: Int = Settings.defaultMaxActive
     ) async throws {
-        let saved = store.savedMaxActive
-        let maxActive = settings.maxActive ?? saved ?? Settings.defaultMaxActive
-        var configuration = try SessionOptions.configuration(settings, maxActive: maxActive)
+        var configuration = SessionOptions.configuration(settings, maxActive: store.maxActive(settings, fallback: fallbackMaxActive))
         configuration.logger = Logger(label: "haul.engine")
         let session = DownloadSession(configuration: configuration, journal: store.database)
         let interruption = Interruption(session: session, beforeForcedExit: { Emergency.restoreTerminal() })
@@ -92,22 +90,6 @@ struct UI: AsyncParsableCommand {
         if let signal = interruption.received {
             store.logger.notice("interrupted", metadata: ["signal": "\(signal)"])
             throw ExitCode(128 + signal)
-        }
-    }
-
-    /// A one-line reason: the system's when Foundation kept it, else one for the usual codes
-    /// (Foundation's own descriptions span lines).
-    static func reason(_ error: any Error) -> String {
-        let nsError = error as NSError
-        if let underlying = nsError.userInfo[NSUnderlyingErrorKey] as? NSError, underlying.domain == NSPOSIXErrorDomain,
-           let message = strerror(Int32(underlying.code)) {
-            return String(cString: message).lowercased()
-        }
-        switch nsError.code {
-        case NSFileReadNoSuchFileError: return "no such file"
-        case NSFileReadNoPermissionError: return "permission denied"
-        case NSFileReadInapplicableStringEncodingError: return "not UTF-8 text"
-        default: return "unreadable"
         }
     }
 }
