@@ -55,6 +55,11 @@ public struct Download: Sendable, Hashable, Identifiable {
     public var pausedByShutdown: Bool = false
     /// An attempt runs but has no response yet (connecting, or waiting for the head); not stored.
     public var connecting: Bool = false
+    /// The parts of a segmented download as last made durable (fsync'd); empty when the part file is
+    /// one prefix of the resource (its length is then the truth).
+    public var segments: [Segment] = []
+    /// Connections the running attempt has open; not stored.
+    public var connections: Int = 0
 
     public init(id: DownloadID, url: URL, destination: Destination, partPath: String) {
         self.id = id

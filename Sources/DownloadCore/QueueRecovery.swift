@@ -55,6 +55,9 @@ public enum QueueRecovery {
         case .queued, .downloading, .waiting, .paused, .failed:
             break
         }
+        if !download.segments.isEmpty {
+            return segmented(download, partLength: partLength)
+        }
         guard let partLength else {
             guard download.bytesOnDisk > 0 else {
                 return Plan(download: download, truncateTo: nil, needsFinalize: false, note: nil)
@@ -70,7 +73,28 @@ public enum QueueRecovery {
         return Plan(download: download, truncateTo: nil, needsFinalize: false, note: nil)
     }
 
-    private static func startOver(_ download: Download, reason: String) -> Plan {
+    /// A segmented part file has holes, so its length proves nothing: the parts stored (fsync'd before
+    /// they were) are the truth, in this boot and after a reboot alike. Bytes written after the last
+    /// checkpoint are fetched again; parts that claim bytes the file cannot hold are not trusted.
+    private static func segmented(_ download: Download, partLength: Int64?) -> Plan {
+        var download = download
+        let parts = download.segments
+        // Starting over empties the file: its holes must never pass for a prefix.
+        let emptied = partLength == nil ? nil : Int64(0)
+        guard Segments.isValid(parts, total: download.totalBytes) else {
+            download.segments = []
+            return startOver(download, reason: "stored parts did not describe the file", truncateTo: emptied)
+        }
+        let claimed = parts.filter { $0.done > 0 }.map(\.next).max() ?? 0
+        guard let partLength, partLength >= claimed else {
+            download.segments = []
+            return startOver(download, reason: partLength == nil ? "part file was missing" : "part file shorter than its parts", truncateTo: emptied)
+        }
+        download.bytesOnDisk = Segments.bytesOnDisk(parts)
+        return Plan(download: download, truncateTo: nil, needsFinalize: false, note: nil)
+    }
+
+    private static func startOver(_ download: Download, reason: String, truncateTo: Int64? = nil) -> Plan {
         var download = download
         download.bytesOnDisk = 0
         download.resumeOffset = nil
@@ -78,6 +102,6 @@ public enum QueueRecovery {
         download.restartCount += 1
         download.restartReason = reason
         download.lastError = "\(reason): starting over from zero"
-        return Plan(download: download, truncateTo: nil, needsFinalize: false, note: download.lastError)
+        return Plan(download: download, truncateTo: truncateTo, needsFinalize: false, note: download.lastError)
     }
 }

@@ -6,10 +6,14 @@ import Foundation
 public struct RequestOptions: Sendable, Hashable {
     public var headers: [HeaderField]
     public var checksum: Checksum?
+    /// At most this many connections fetch parts of the file at once (`--connections`); 1 fetches
+    /// it front to back.
+    public var connections: Int
 
-    public init(headers: [HeaderField] = [], checksum: Checksum? = nil) {
+    public init(headers: [HeaderField] = [], checksum: Checksum? = nil, connections: Int = 1) {
         self.headers = headers
         self.checksum = checksum
+        self.connections = connections
     }
 }
 

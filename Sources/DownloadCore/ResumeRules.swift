@@ -140,10 +140,16 @@ public enum ResumeRules {
         case .resume:
             // A 200 to a Range + If-Range request: either the validator no longer matches, or the
             // server does not do ranges. Telling them apart only changes what the row says.
-            let changed = (validators.etag != nil && response.etag != validators.etag)
-                || (validators.etag == nil && validators.lastModified != nil && response.lastModified != validators.lastModified)
-            return .restarted(reason: changed ? "resource changed" : "server ignores ranges")
+            return .restarted(reason: whyWhole(response, validators))
         }
+    }
+
+    /// Why a 200 answered a Range + If-Range request: either the validator no longer matches, or the
+    /// server does not do ranges. Telling them apart only changes what the row says.
+    static func whyWhole(_ response: ResponseFacts, _ validators: Validators) -> String {
+        let changed = (validators.etag != nil && response.etag != validators.etag)
+            || (validators.etag == nil && validators.lastModified != nil && response.lastModified != validators.lastModified)
+        return changed ? "resource changed" : "server ignores ranges"
     }
 
     private static func decide206(
@@ -173,5 +179,50 @@ public enum ResumeRules {
             }
         }
         return .write(offset: offset, total: contentRange.total ?? knownTotal, disposition: .resumed(from: offset, verified: ifRange != nil))
+    }
+}
+
+/// What to do with the response to a request for one part of a segmented download.
+public enum PartDecision: Sendable, Hashable {
+    /// Write the body at the part's offset.
+    case write
+    /// Never write this body into the parts: the resource changed (or stopped doing ranges), so the
+    /// whole file starts over. `freshBody` when the response is a 200 that carries the whole new version.
+    case restart(reason: String, freshBody: Bool)
+    /// A transient failure of this connection.
+    case retry(reason: String, retryAfter: String?)
+    case fail(reason: String)
+}
+
+extension ResumeRules {
+    /// The decision for the response to `Range: bytes=from-(to-1)` with `If-Range`, for a resource of
+    /// `total` bytes whose parts were fetched under `validators`.
+    public static func decidePart(from: Int64, response: ResponseFacts, total: Int64, validators: Validators) -> PartDecision {
+        switch response.status {
+        case 206:
+            guard let header = response.contentRange, let contentRange = ContentRange(header), let range = contentRange.range else {
+                return .restart(reason: "206 without a valid Content-Range", freshBody: false)
+            }
+            guard range.lowerBound == from else {
+                return .restart(reason: "server sent bytes from \(range.lowerBound), asked for \(from)", freshBody: false)
+            }
+            if let length = contentRange.total, length != total {
+                return .restart(reason: "resource changed (length \(length), was \(total))", freshBody: false)
+            }
+            if validators.hasStrongETag, let etag = response.etag, etag != validators.etag {
+                return .restart(reason: "resource changed (ETag)", freshBody: false)
+            }
+            return .write
+        case 200:
+            return .restart(reason: whyWhole(response, validators), freshBody: true)
+        case 416:
+            return .restart(reason: "range not satisfiable (resource shorter than before)", freshBody: false)
+        case 408, 429, 500...599:
+            return .retry(reason: response.statusText, retryAfter: response.retryAfter)
+        case 400...499:
+            return .fail(reason: response.statusText)
+        default:
+            return .fail(reason: "unexpected \(response.statusText)")
+        }
     }
 }

@@ -3,18 +3,32 @@ import Foundation
 /// An immutable picture of the whole queue, published on every change.
 public struct SessionSnapshot: Sendable, Hashable {
     /// Every download, in queue order.
-    public var downloads: [Download]
+    public var downloads: [Download] {
+        didSet { positions = Self.positions(downloads) }
+    }
     /// How many downloads may transfer at once.
     public var maxActive: Int
+    /// Where each download is in `downloads` (a lookup per id must not scan a long queue).
+    private var positions: [DownloadID: Int]
 
     public init(downloads: [Download], maxActive: Int) {
         self.downloads = downloads
         self.maxActive = maxActive
+        positions = Self.positions(downloads)
     }
 
     /// The download with this id, if it is still in the queue.
     public subscript(id: DownloadID) -> Download? {
-        downloads.first { $0.id == id }
+        positions[id].map { downloads[$0] }
+    }
+
+    private static func positions(_ downloads: [Download]) -> [DownloadID: Int] {
+        var positions: [DownloadID: Int] = [:]
+        positions.reserveCapacity(downloads.count)
+        for index in downloads.indices where positions[downloads[index].id] == nil {
+            positions[downloads[index].id] = index
+        }
+        return positions
     }
 
     /// Sum of all smoothed speeds.

@@ -117,6 +117,9 @@ public struct SessionStateMachine: Sendable {
     /// Restored downloads this process does not run unless asked (`haul get` for other URLs): they
     /// stay queued for the process that runs the whole queue.
     public private(set) var held: Set<DownloadID> = []
+    /// Downloads by `URL.coalescingKey`, oldest first (computing a key parses the URL: too slow to
+    /// do for every download on every schedule). May name removed downloads; lookups skip them.
+    private var byKey: [String: [DownloadID]] = [:]
     private var nextID: Int64 = 1
     private var nextAttempt: UInt64 = 1
     private var nextToken: UInt64 = 1
@@ -140,10 +143,21 @@ public struct SessionStateMachine: Sendable {
         SessionSnapshot(downloads: all, maxActive: configuration.maxActive)
     }
 
-    /// The validators and total that describe the bytes in the part file of `id` now.
-    public func resumeBasis(_ id: DownloadID) -> (validators: Validators, knownTotal: Int64?)? {
+    /// What describes the bytes in the part file of an attempt's download.
+    public struct ResumeBasis: Sendable, Hashable {
+        public var validators: Validators
+        public var knownTotal: Int64?
+        /// The durable parts of a segmented download; empty for a prefix.
+        public var segments: [Segment]
+    }
+
+    /// The validators, total and parts that describe the bytes in the part file of `id` now.
+    public func resumeBasis(_ id: DownloadID) -> ResumeBasis? {
         guard let download = downloads[id] else { return nil }
-        return (Validators(etag: download.etag, lastModified: download.lastModified), download.totalBytes)
+        return ResumeBasis(
+            validators: Validators(etag: download.etag, lastModified: download.lastModified),
+            knownTotal: download.totalBytes, segments: download.segments
+        )
     }
 
     /// The ids of the downloads changed (or removed) since the last call, for the journal.
@@ -158,9 +172,8 @@ public struct SessionStateMachine: Sendable {
 
     /// The newest completed download of `url` for exactly this requester, if any.
     public func completedDownload(of url: URL, for destination: Destination) -> Download? {
-        let key = url.coalescingKey
-        return order.reversed().lazy.compactMap { downloads[$0] }.first { download in
-            download.state == .completed && download.url.coalescingKey == key
+        (byKey[url.coalescingKey] ?? []).reversed().lazy.compactMap { downloads[$0] }.first { download in
+            download.state == .completed
                 && (download.destination == destination || download.extraDestinations.contains(destination))
         }
     }
@@ -188,6 +201,7 @@ public struct SessionStateMachine: Sendable {
             }
             downloads[download.id] = download
             order.append(download.id)
+            byKey[download.url.coalescingKey, default: []].append(download.id)
         }
         self.nextID = max(nextID, (downloads.keys.map(\.rawValue).max() ?? 0) + 1)
     }
@@ -211,9 +225,9 @@ public struct SessionStateMachine: Sendable {
         url: URL, destination: Destination, options: RequestOptions = RequestOptions(), hold: Bool = false
     ) throws(TransitionError) -> (DownloadID, [Action]) {
         let key = url.coalescingKey
-        if let existing = order.first(where: { id in
-            guard let download = downloads[id] else { return false }
-            return download.url.coalescingKey == key && (download.state.isPending || download.state == .paused || isFailed(download.state))
+        if let existing = (byKey[key] ?? []).first(where: { id in
+            guard let state = downloads[id]?.state else { return false }
+            return state.isPending || state == .paused || isFailed(state)
         }), var download = downloads[existing] {
             if let checksum = options.checksum, let current = download.options.checksum, current != checksum {
                 throw .invalidArgument("download \(existing) of this URL is already checked against \(current)")
@@ -241,6 +255,7 @@ public struct SessionStateMachine: Sendable {
         download.options = options
         downloads[id] = download
         order.append(id)
+        byKey[key, default: []].append(id)
         if hold {
             held.insert(id)
             return (id, [])
@@ -343,6 +358,7 @@ public struct SessionStateMachine: Sendable {
         }
         downloads[id] = nil
         order.removeAll { $0 == id }
+        byKey[download.url.coalescingKey]?.removeAll { $0 == id }
         latestAttempt[id] = nil
         speedMeters[id] = nil
     }
@@ -447,17 +463,42 @@ public struct SessionStateMachine: Sendable {
     ///
     /// - Returns: whether anything visible changed.
     @discardableResult
-    public mutating func transferProgressed(_ id: DownloadID, attempt: AttemptID, bytesOnDisk: Int64, at time: Double) -> Bool {
+    public mutating func transferProgressed(
+        _ id: DownloadID, attempt: AttemptID, bytesOnDisk: Int64, at time: Double, connections: Int? = nil
+    ) -> Bool {
         guard running[id] == attempt, var download = downloads[id] else { return false }
         var meter = speedMeters[id] ?? SpeedMeter()
         meter.record(bytes: bytesOnDisk, at: time)
         speedMeters[id] = meter
         let speed = meter.bytesPerSecond
-        guard download.bytesOnDisk != bytesOnDisk || download.bytesPerSecond != speed else { return false }
+        let connections = connections ?? download.connections
+        guard download.bytesOnDisk != bytesOnDisk || download.bytesPerSecond != speed || download.connections != connections else { return false }
         download.bytesOnDisk = bytesOnDisk
         download.bytesPerSecond = speed
+        download.connections = connections
         downloads[id] = download
         return true
+    }
+
+    /// The parts of a segmented download as now durable: the attempt split the file (every part
+    /// empty but the first), a checkpoint fsync'd them, or the attempt ended. A cancelled or
+    /// completed download has no parts.
+    public mutating func recordSegments(_ id: DownloadID, _ segments: [Segment]) {
+        guard var download = downloads[id], download.state != .cancelled, download.state != .completed else { return }
+        download.segments = segments
+        downloads[id] = download
+    }
+
+    /// The parts of a segmented download are about to be thrown away (the resource changed): forget
+    /// the version, so that nothing stored can make the emptied part file look like a resumable one.
+    public mutating func discardVersion(_ id: DownloadID) {
+        guard var download = downloads[id], download.state != .cancelled else { return }
+        download.segments = []
+        download.etag = nil
+        download.lastModified = nil
+        download.totalBytes = nil
+        download.bytesOnDisk = 0
+        downloads[id] = download
     }
 
     /// An attempt ended. `now` and `jitter` (0..<1) time the next retry of a retryable failure.
@@ -470,6 +511,7 @@ public struct SessionStateMachine: Sendable {
             // Only the byte count of a stopped download is news; the state stays as the intent left it.
             if latestAttempt[id] == attempt, download.state != .cancelled, download.state != .downloading {
                 download.bytesOnDisk = bytesOnDisk
+                download.connections = 0
                 downloads[id] = download
             }
             return []
@@ -478,11 +520,13 @@ public struct SessionStateMachine: Sendable {
         speedMeters[id] = nil
         download.bytesOnDisk = bytesOnDisk
         download.bytesPerSecond = 0
+        download.connections = 0
         var actions: [Action] = []
         switch outcome {
         case .completed:
             download.state = .completed
             download.totalBytes = bytesOnDisk
+            download.segments = []
             download.failedAttempts = 0
             placing.insert(id)
             actions.append(.finalize(id))
@@ -566,14 +610,16 @@ public struct SessionStateMachine: Sendable {
         download.bytesOnDisk = 0
         download.resumeOffset = nil
         download.unverifiedResume = false
+        download.segments = []
     }
 
     /// Starts queued downloads in queue order while slots are free.
     private mutating func startEligible() -> [Action] {
         var active = running.count + placing.count
         var actions: [Action] = []
-        for id in order where active < configuration.maxActive {
-            guard var download = downloads[id], download.state == .queued, !held.contains(id) else { continue }
+        for id in order {
+            guard active < configuration.maxActive else { break }
+            guard downloads[id]?.state == .queued, !held.contains(id), var download = downloads[id] else { continue }
             let attempt = AttemptID(rawValue: nextAttempt)
             nextAttempt += 1
             download.state = .downloading

@@ -25,6 +25,8 @@ public actor DownloadSession {
         public var userAgent: String = "haul/0.1"
         /// Bytes per second for every transfer together; nil for no limit.
         public var limitBytesPerSecond: Int64?
+        /// Connections a download usually opens (`--connections`): shares the rate limit.
+        public var connections: Int = 1
         /// A PEM file of CA certificates that replace the system's trust roots (like curl's --cacert).
         public var caCertificatePath: String?
         /// Proxies by scheme, and the hosts that bypass them.
@@ -46,6 +48,7 @@ public actor DownloadSession {
     private let configuration: Configuration
     private let clients: HTTPClients
     private let limiter: RateLimiter?
+    private let hosts = HostConnections()
     private var machine: SessionStateMachine
     private var transfers: [DownloadID: RunningTransfer] = [:]
     /// The last piece of work queued on each part file: a new piece waits for it, so two attempts (or
@@ -64,6 +67,9 @@ public actor DownloadSession {
     private let bootID: String?
     /// The last commit in line; each waits for the one before, so commits and snapshots keep order.
     private var journalTail: Task<Void, Never>?
+    /// The commit in line that has not started yet: new changes join it.
+    private var waitingPublish: (task: Task<Void, Never>, showing: Bool, generation: UInt64)?
+    private var publishGeneration: UInt64 = 0
     /// Each download as the journal last committed it (speed zero, bytes the checkpoint).
     private var committed: [DownloadID: Download] = [:]
     private var committedOrder: [DownloadID] = []
@@ -111,17 +117,60 @@ public actor DownloadSession {
     public func schedule(_ url: URL, to destination: Destination, options: RequestOptions = RequestOptions()) async throws(TransitionError) -> DownloadID {
         try checkOpen()
         // A file this requester already has is not fetched again.
-        if let done = machine.completedDownload(of: url, for: destination) {
-            let requesters = [done.destination] + done.extraDestinations
-            if let index = requesters.firstIndex(of: destination), index < done.completedPaths.count,
-               FileSync.length(done.completedPaths[index]) != nil {
-                return done.id
-            }
-        }
+        if let done = alreadyHave(url, for: destination) { return done }
         let (id, actions) = try machine.schedule(url: url, destination: destination, options: options)
         configuration.logger.info("schedule", metadata: ["id": "\(id)", "url": "\(url.redactingPassword)"])
         await perform(actions)
         return id
+    }
+
+    /// One download to schedule with `schedule(_:)`.
+    public struct Request: Sendable {
+        public var url: URL
+        public var destination: Destination
+        public var options: RequestOptions
+
+        public init(url: URL, destination: Destination, options: RequestOptions = RequestOptions()) {
+            self.url = url
+            self.destination = destination
+            self.options = options
+        }
+    }
+
+    /// Queues many downloads at once, committed together (one transaction for a thousand URLs).
+    /// Stops at the first refused request: those before it stay queued, and its error is thrown.
+    public func schedule(_ requests: [Request]) async throws(TransitionError) -> [DownloadID] {
+        try checkOpen()
+        var ids: [DownloadID] = []
+        var actions: [Action] = []
+        var refusal: TransitionError?
+        for request in requests {
+            if let done = alreadyHave(request.url, for: request.destination) {
+                ids.append(done)
+                continue
+            }
+            do {
+                let (id, more) = try machine.schedule(url: request.url, destination: request.destination, options: request.options)
+                ids.append(id)
+                actions += more
+            } catch {
+                refusal = error
+                break
+            }
+        }
+        configuration.logger.info("schedule", metadata: ["count": "\(ids.count)"])
+        await perform(actions)
+        if let refusal { throw refusal }
+        return ids
+    }
+
+    /// The completed download of `url` whose file this requester still has, if any.
+    private func alreadyHave(_ url: URL, for destination: Destination) -> DownloadID? {
+        guard let done = machine.completedDownload(of: url, for: destination) else { return nil }
+        let requesters = [done.destination] + done.extraDestinations
+        guard let index = requesters.firstIndex(of: destination), index < done.completedPaths.count,
+              FileSync.length(done.completedPaths[index]) != nil else { return nil }
+        return done.id
     }
 
     /// Stops the download and keeps its bytes; returns once no more bytes will be written.
@@ -275,7 +324,10 @@ public actor DownloadSession {
     /// queued on their part files, timers are set, files are placed. Only then does it wait for the
     /// stopped transfers and the deletes, so that `pause` and `cancel` return when the bytes are still
     /// or gone. An intent arriving during that wait sees a machine and a set of transfers that agree.
-    private func perform(_ actions: [Action]) async {
+    ///
+    /// `soon`: the commit may wait a few milliseconds for other changes (a transfer's event, not a
+    /// person's intent).
+    private func perform(_ actions: [Action], soon: Bool = false) async {
         var waits: [Task<Void, Never>] = []
         var finalizing: [DownloadID] = []
         for action in actions {
@@ -308,12 +360,12 @@ public actor DownloadSession {
         if !finalizing.isEmpty {
             // Committed, not shown: nobody sees `completed` before the file is in place, and a
             // crash from here on finds a completed row with its bytes and places them.
-            await publish(showing: false).value
+            await publish(showing: false, soon: soon).value
             var freed: [Action] = []
             for id in finalizing { freed += finalize(id) }
-            await perform(freed)
+            await perform(freed, soon: soon)
         }
-        let published = publish()
+        let published = publish(soon: soon)
         // Each stopped transfer publishes its final byte count itself when it ends.
         for task in waits { await task.value }
         await published.value
@@ -324,21 +376,24 @@ public actor DownloadSession {
         let id = order.id
         let attempt = order.attempt
         let transfer = Transfer(
-            order: order, client: clients.client(for: order.url), progress: progress, limiter: limiter, userAgent: configuration.userAgent,
+            order: order, client: clients.client(for: order.url), progress: progress, hosts: hosts, limiter: limiter,
+            userAgent: configuration.userAgent,
             headTimeout: Self.timeAmount(configuration.connectTimeout + configuration.stallTimeout),
             stallSeconds: configuration.stallTimeout.components.seconds,
             syncOnCompletion: configuration.syncOnCompletion,
             basis: { [weak self] in await self?.resumeBasis(id) },
-            responded: { [weak self] info in await self?.transferResponded(id, attempt: attempt, info: info) }
+            responded: { [weak self] info in await self?.transferResponded(id, attempt: attempt, info: info) },
+            split: { [weak self] parts in await self?.transferSplit(id, attempt: attempt, parts: parts) ?? false },
+            discardVersion: { [weak self] in await self?.transferDiscards(id) }
         )
         configuration.logger.debug("start", metadata: ["id": "\(id)", "attempt": "\(attempt)"])
         let path = order.partPath
         let syncedOnCompletion = configuration.syncOnCompletion
         let task = enqueueFileWork(on: path) { [weak self] in
-            let (outcome, bytes) = await transfer.run()
+            let result = await transfer.run()
             // The bytes an attempt leaves become a checkpoint only once they are on stable storage.
-            let synced = outcome == .completed ? syncedOnCompletion : await FileSync.sync(path)
-            await self?.transferEnded(id, attempt: attempt, outcome: outcome, bytesOnDisk: bytes, synced: synced)
+            let synced = result.outcome == .completed ? syncedOnCompletion : await FileSync.sync(path)
+            await self?.transferEnded(id, attempt: attempt, result: result, synced: synced)
         }
         transfers[id] = RunningTransfer(attempt: attempt, task: task, progress: progress)
         startTicker()
@@ -355,8 +410,27 @@ public actor DownloadSession {
         return task
     }
 
-    private func resumeBasis(_ id: DownloadID) -> (validators: Validators, knownTotal: Int64?)? {
+    private func resumeBasis(_ id: DownloadID) -> SessionStateMachine.ResumeBasis? {
         machine.resumeBasis(id)
+    }
+
+    /// The attempt splits the file into `parts`; they are committed before it writes past the first
+    /// part's bytes. The first part claims no more than is synced.
+    private func transferSplit(_ id: DownloadID, attempt: AttemptID, parts: [Segment]) async -> Bool {
+        guard machine.runningAttempt(id) == attempt, !isShutDown else { return false }
+        var parts = parts
+        if !parts.isEmpty { parts[0].next = min(parts[0].next, max(parts[0].start, durable[id] ?? 0)) }
+        machine.recordSegments(id, parts)
+        durable[id] = Segments.bytesOnDisk(parts)
+        await publish().value
+        return true
+    }
+
+    /// The attempt throws its parts away (the resource changed): committed before the file is emptied.
+    private func transferDiscards(_ id: DownloadID) async {
+        machine.discardVersion(id)
+        durable[id] = 0
+        await publish().value
     }
 
     private func transferResponded(_ id: DownloadID, attempt: AttemptID, info: SessionStateMachine.ResponseInfo) {
@@ -369,12 +443,15 @@ public actor DownloadSession {
             durable[id] = min(durable[id] ?? 0, offset)
         }
         configuration.logger.info("response", metadata: ["id": "\(id)", "status": "\(info.status)", "disposition": "\(info.disposition)"])
-        publish()
+        publish(soon: true)
     }
 
-    private func transferEnded(_ id: DownloadID, attempt: AttemptID, outcome: SessionStateMachine.Outcome, bytesOnDisk: Int64, synced: Bool) async {
+    private func transferEnded(_ id: DownloadID, attempt: AttemptID, result: Transfer.Result, synced: Bool) async {
+        let outcome = result.outcome
+        let bytesOnDisk = result.bytesOnDisk
         if transfers[id]?.attempt == attempt { transfers[id] = nil }
         if synced, let state = machine.download(id)?.state, state != .cancelled {
+            if let parts = result.segments, outcome != .completed { machine.recordSegments(id, parts) }
             durable[id] = bytesOnDisk
             journalDirty.insert(id)
         }
@@ -382,7 +459,7 @@ public actor DownloadSession {
         let actions = machine.transferFinished(
             id, attempt: attempt, outcome: outcome, bytesOnDisk: bytesOnDisk, now: Date(), jitter: Double.random(in: 0..<1)
         )
-        await perform(actions)
+        await perform(actions, soon: true)
     }
 
     private func retryTimerFired(_ id: DownloadID, token: UInt64) async {
@@ -438,7 +515,8 @@ public actor DownloadSession {
         var changed = false
         for (id, transfer) in transfers {
             let bytes = transfer.progress.bytesOnDisk.load(ordering: .relaxed)
-            if machine.transferProgressed(id, attempt: transfer.attempt, bytesOnDisk: bytes, at: time) {
+            let connections = transfer.progress.connections.load(ordering: .relaxed)
+            if machine.transferProgressed(id, attempt: transfer.attempt, bytesOnDisk: bytes, at: time, connections: connections) {
                 changed = true
             }
         }
@@ -446,7 +524,7 @@ public actor DownloadSession {
             lastCheckpoint = .now
             checkpointRunning()
         }
-        if changed { publish() }
+        if changed { publish(soon: true) }
         return true
     }
 
@@ -458,25 +536,37 @@ public actor DownloadSession {
             let progress = transfer.progress
             // Read the truncation count first: a truncation after it makes the bytes void.
             let truncations = progress.truncations.load(ordering: .sequentiallyConsistent)
-            let bytes = progress.bytesOnDisk.load(ordering: .sequentiallyConsistent)
+            // The parts as written so far, read before the sync like the byte count.
+            let board = progress.board
+            let parts = board?.segments
+            let bytes = parts.map(Segments.bytesOnDisk) ?? progress.bytesOnDisk.load(ordering: .sequentiallyConsistent)
             guard truncations % 2 == 0, bytes > durable[id] ?? 0, let path = machine.download(id)?.partPath else { continue }
             checkpointing.insert(id)
             let attempt = transfer.attempt
             Task { [weak self] in
                 let synced = await FileSync.sync(path)
-                // The bytes counted were written before the sync began, unless the file was cut since.
+                // The bytes counted were written before the sync began, unless the file was cut
+                // (or its parts thrown away) since.
                 let valid = synced && progress.truncations.load(ordering: .sequentiallyConsistent) == truncations
-                await self?.checkpointed(id, attempt: attempt, bytes: bytes, valid: valid)
+                    && progress.board === board
+                await self?.checkpointed(id, attempt: attempt, bytes: bytes, parts: parts, valid: valid)
             }
         }
     }
 
-    private func checkpointed(_ id: DownloadID, attempt: AttemptID, bytes: Int64, valid: Bool) {
+    private func checkpointed(_ id: DownloadID, attempt: AttemptID, bytes: Int64, parts: [Segment]?, valid: Bool) {
         checkpointing.remove(id)
         guard valid, machine.runningAttempt(id) == attempt else { return }
-        durable[id] = max(durable[id] ?? 0, bytes)
+        if let parts {
+            // Parts only ever grow within an attempt; a later snapshot supersedes an earlier one.
+            guard bytes >= durable[id] ?? 0 else { return }
+            machine.recordSegments(id, parts)
+            durable[id] = bytes
+        } else {
+            durable[id] = max(durable[id] ?? 0, bytes)
+        }
         journalDirty.insert(id)
-        publish()
+        publish(soon: true)
     }
 
     // MARK: Journal and snapshots
@@ -485,20 +575,42 @@ public actor DownloadSession {
     ///
     /// Tasks queue behind each other, so commits and snapshots keep their order; a commit takes
     /// everything that changed until it runs, so a burst of changes costs one transaction.
+    ///
+    /// A commit that waits its turn takes the changes made until it starts, so a request while one
+    /// waits joins it: a burst of changes (a thousand downloads queued, a thousand finishing) costs
+    /// a few commits and snapshots, not one each.
+    ///
+    /// `soon` lets the commit wait `joinWindow` first, so that more events join it; a commit
+    /// requested without `soon` wakes a waiting one at once.
     @discardableResult
-    private func publish(showing: Bool = true) -> Task<Void, Never> {
-        let previous = journalTail
-        let task = Task {
-            await previous?.value
-            await self.commitAndYield(showing: showing)
+    private func publish(showing: Bool = true, soon: Bool = false) -> Task<Void, Never> {
+        if let waiting = waitingPublish {
+            // Cancelling only cuts the wait short.
+            if !soon { waiting.task.cancel() }
+            if waiting.showing == showing { return waiting.task }
         }
+        let previous = journalTail
+        publishGeneration &+= 1
+        let generation = publishGeneration
+        let task = Task {
+            if soon { try? await Task.sleep(for: Self.joinWindow) }
+            await previous?.value
+            await self.commitAndYield(showing: showing, generation: generation)
+        }
+        waitingPublish = (task, showing, generation)
         journalTail = task
         return task
     }
 
-    private func commitAndYield(showing: Bool) async {
+    /// How long a transfer's event waits for others to share its commit and snapshot.
+    static let joinWindow = Duration.milliseconds(10)
+
+    private func commitAndYield(showing: Bool, generation: UInt64) async {
+        // From here on, changes need a commit of their own.
+        if waitingPublish?.generation == generation { waitingPublish = nil }
         let changes = takeChanges()
-        let snapshot = visibleSnapshot()
+        // Taken with the changes: it shows exactly what this commit wrote.
+        let snapshot = showing ? visibleSnapshot() : nil
         if let journal, !changes.isEmpty {
             // A busy or full disk may pass: retry for about three seconds before showing the change
             // anyway (the rows stay dirty, so the next commit writes them again).
@@ -516,25 +628,31 @@ public actor DownloadSession {
                     }
                 }
                 guard failure != nil else { break }
-                try? await Task.sleep(for: delay)
+                // Not `Task.sleep`: a publish woken early (cancelled) must still wait between tries.
+                await withCheckedContinuation { continuation in
+                    journalQueue.asyncAfter(deadline: .now() + .milliseconds(Int(delay.components.seconds * 1000 + delay.components.attoseconds / 1_000_000_000_000_000))) {
+                        continuation.resume()
+                    }
+                }
                 delay *= 2
             }
             if let failure { commitFailed(changes, reason: failure) }
         }
-        guard showing else { return }
+        guard let snapshot else { return }
         published = snapshot
         continuation.yield(snapshot)
     }
 
     /// The machine's picture, with downloads being placed shown as they were last published.
     private func visibleSnapshot() -> SessionSnapshot {
-        var snapshot = machine.snapshot
+        let snapshot = machine.snapshot
         let placing = machine.placing
         guard !placing.isEmpty else { return snapshot }
-        for (index, download) in snapshot.downloads.enumerated() where placing.contains(download.id) {
-            if let shown = published[download.id] { snapshot.downloads[index] = shown }
+        var downloads = snapshot.downloads
+        for index in downloads.indices where placing.contains(downloads[index].id) {
+            if let shown = published[downloads[index].id] { downloads[index] = shown }
         }
-        return snapshot
+        return SessionSnapshot(downloads: downloads, maxActive: snapshot.maxActive)
     }
 
     /// The rows that differ from what the journal holds, assumed committed from here on.
@@ -599,7 +717,7 @@ public actor DownloadSession {
     /// wait from a silent server.
     static func readTimeout(_ configuration: Configuration) -> Duration {
         guard let limit = configuration.limitBytesPerSecond else { return configuration.stallTimeout }
-        let share = max(1, Double(limit) / Double(max(1, configuration.maxActive)))
+        let share = max(1, Double(limit) / Double(max(1, configuration.maxActive) * max(1, configuration.connections)))
         return configuration.stallTimeout + .milliseconds(Int64(2 * 65_536 / share * 1000))
     }
 

@@ -3,7 +3,6 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import NIOCore
 
 /// The `<destination>.part` file a transfer streams into: an open descriptor and plain `write(2)`.
 ///
@@ -24,7 +23,8 @@ final class PartFile {
     }
 
     let path: String
-    private var descriptor: Int32
+    /// The open descriptor, which the response streams write to with `pwrite`.
+    private(set) var descriptor: Int32
     /// Bytes in the file, which is also where the next write goes.
     private(set) var length: Int64
 
@@ -53,26 +53,9 @@ final class PartFile {
         length = offset
     }
 
-    /// Appends the readable bytes of `buffer`, retrying short writes and EINTR.
-    func append(_ buffer: ByteBuffer) throws(Failure) {
-        let result: Int32? = buffer.withUnsafeReadableBytes { bytes -> Int32? in
-            guard var base = bytes.baseAddress else { return nil }
-            var remaining = bytes.count
-            var offset = length
-            while remaining > 0 {
-                let written = pwrite(descriptor, base, remaining, off_t(offset))
-                if written < 0 {
-                    if errno == EINTR { continue }
-                    return errno
-                }
-                remaining -= written
-                offset += Int64(written)
-                base += written
-                length = offset
-            }
-            return nil
-        }
-        if let code = result { throw Failure(operation: "write", path: path, code: code) }
+    /// A response stream wrote the file up to `end` (front to back).
+    func wrote(upTo end: Int64) {
+        length = end
     }
 
     /// The length of the part file at `path`; 0 when there is none.

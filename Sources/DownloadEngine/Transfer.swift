@@ -7,13 +7,22 @@ import Synchronization
 
 /// Bytes on disk of a running attempt.
 ///
-/// The transfer stores after every write; the session's ticker reads about ten times a second. This is
-/// what keeps actor hops off the per-chunk path.
+/// The response streams store after every write; the session's ticker reads about ten times a
+/// second. This is what keeps actor hops off the per-chunk path.
 final class TransferProgress: Sendable {
     let bytesOnDisk = Atomic<Int64>(0)
     /// Odd while the part file is being cut back (the bytes counted so far stop being true), bumped
     /// again when done: a checkpoint that saw another value, or an odd one, claims nothing.
     let truncations = Atomic<Int>(0)
+    /// Connections the attempt has open (for the row).
+    let connections = Atomic<Int>(0)
+    private let parts = Mutex<SharedBoard?>(nil)
+
+    /// The live parts of a segmented attempt; nil while the file is fetched front to back.
+    var board: SharedBoard? {
+        get { parts.withLock { $0 } }
+        set { parts.withLock { $0 = newValue } }
+    }
 
     /// Cuts `file` to `offset`, telling concurrent checkpoints that the bytes they counted are void.
     func truncate(_ file: PartFile, to offset: Int64) throws(PartFile.Failure) {
@@ -24,14 +33,56 @@ final class TransferProgress: Sendable {
     }
 }
 
-/// One HTTP attempt of one download: a request (a `Range` resume when there are bytes to keep), the
-/// resume rules applied to its response, and the body streamed into the part file.
+/// Connections open per host, over every download of a session: `--connections N` lets a download
+/// add connections only while its host has fewer than N. A download's first connection is never
+/// refused (the queue's `-j` already limits those).
+final class HostConnections: Sendable {
+    private let counts = Mutex<[String: Int]>([:])
+
+    func open(_ host: String) {
+        counts.withLock { $0[host, default: 0] += 1 }
+    }
+
+    /// Opens up to `wanted` more connections to `host` while it has fewer than `cap`; returns how many.
+    func openExtra(_ host: String, upTo wanted: Int, cap: Int) -> Int {
+        counts.withLock { counts in
+            let granted = max(0, min(wanted, cap - counts[host, default: 0]))
+            counts[host, default: 0] += granted
+            return granted
+        }
+    }
+
+    func close(_ host: String, count: Int = 1) {
+        guard count > 0 else { return }
+        counts.withLock { counts in
+            let left = counts[host, default: 0] - count
+            counts[host] = left > 0 ? left : nil
+        }
+    }
+
+    func count(_ host: String) -> Int {
+        counts.withLock { $0[host, default: 0] }
+    }
+}
+
+/// One attempt of one download: a request (a `Range` resume when there are bytes to keep), the
+/// resume rules applied to its response, and the body streamed into the part file. With
+/// `--connections N` and a server that does ranges, the attempt splits the rest of the file into
+/// parts fetched at once, each with `If-Range`; a changed resource restarts the whole file.
 struct Transfer: Sendable {
     typealias Outcome = SessionStateMachine.Outcome
+
+    /// How an attempt ended, the bytes on disk, and the parts of a segmented file as written.
+    struct Result: Sendable {
+        var outcome: Outcome
+        var bytesOnDisk: Int64
+        var segments: [Segment]?
+    }
 
     let order: SessionStateMachine.TransferOrder
     let client: HTTPClient
     let progress: TransferProgress
+    let hosts: HostConnections
     /// The session's `--limit-rate`, shared by every transfer.
     let limiter: RateLimiter?
     let userAgent: String
@@ -41,37 +92,57 @@ struct Transfer: Sendable {
     let stallSeconds: Int64
     /// fsync the part file before reporting completion.
     let syncOnCompletion: Bool
-    /// The validators and total that describe the part file now, read when the attempt really starts
-    /// (the previous attempt on the file may have changed them after this one was ordered); nil when
-    /// the download or the session is gone.
-    let basis: @Sendable () async -> (validators: Validators, knownTotal: Int64?)?
+    /// What describes the part file now, read when the attempt really starts (the previous attempt
+    /// on the file may have changed it after this one was ordered); nil when the download or the
+    /// session is gone.
+    let basis: @Sendable () async -> SessionStateMachine.ResumeBasis?
     /// Called once per attempt, when the response that will be written has been accepted.
     let responded: @Sendable (SessionStateMachine.ResponseInfo) async -> Void
+    /// The file is about to be split into these parts: returns once they are committed (false when
+    /// the attempt no longer runs). Nothing is written past the first part's bytes before that.
+    let split: @Sendable ([Segment]) async -> Bool
+    /// The parts are about to be thrown away (the resource changed): returns once the store no
+    /// longer describes them, so that no crash can make the emptied file pass for them.
+    let discardVersion: @Sendable () async -> Void
 
-    /// Runs the attempt to its end and says how it ended and how many bytes the part file holds.
+    private var host: String { order.url.host ?? "" }
+
+    /// Runs the attempt to its end and says how it ended and what the part file holds.
     ///
     /// The part file is opened (created) only once a response worth writing arrived, so a 404 or a
     /// refused connection leaves no file behind.
-    func run() async -> (outcome: Outcome, bytesOnDisk: Int64) {
+    func run() async -> Result {
+        hosts.open(host)
+        progress.connections.store(1, ordering: .relaxed)
+        defer {
+            hosts.close(host)
+            progress.connections.store(0, ordering: .relaxed)
+        }
         let startLength: Int64
         do {
             startLength = try PartFile.existingLength(order.partPath)
         } catch {
-            return (Self.outcome(of: error), 0)
+            return Result(outcome: Self.outcome(of: error), bytesOnDisk: 0)
         }
         progress.bytesOnDisk.store(startLength, ordering: .relaxed)
-        guard !Task.isCancelled, let (validators, knownTotal) = await basis() else { return (.stopped, startLength) }
-        var attempt = Attempt(path: order.partPath, validators: validators, knownTotal: knownTotal)
+        guard !Task.isCancelled, let basis = await basis() else { return Result(outcome: .stopped, bytesOnDisk: startLength) }
+        var attempt = Attempt(path: order.partPath, validators: basis.validators, knownTotal: basis.knownTotal)
         attempt.startLength = startLength
+        defer { attempt.file?.close() }
+        let outcome: Outcome
         do {
-            let outcome = try await fetch(&attempt)
-            return (outcome, attempt.length)
+            if basis.segments.isEmpty {
+                let plan = ResumeRules.plan(partLength: startLength, knownTotal: basis.knownTotal, validators: basis.validators)
+                outcome = try await fetch(&attempt, plan: plan, allowSplit: true)
+            } else {
+                outcome = try await resumeParts(&attempt, basis)
+            }
         } catch let failure as PartFile.Failure {
-            return (Self.outcome(of: failure), attempt.length)
+            outcome = Self.outcome(of: failure)
         } catch {
-            if Task.isCancelled { return (.stopped, attempt.length) }
-            return (classify(error, progressed: attempt.grew), attempt.length)
+            outcome = Task.isCancelled ? .stopped : classify(error, progressed: attempt.grew)
         }
+        return Result(outcome: Task.isCancelled && outcome != .completed ? .stopped : outcome, bytesOnDisk: attempt.length, segments: attempt.board?.segments)
     }
 
     /// The part file of one attempt, opened on first use, and what is known about its bytes.
@@ -83,6 +154,8 @@ struct Transfer: Sendable {
         var startLength: Int64 = 0
         /// Whether the bytes found were discarded (a restart from zero).
         var restarted = false
+        /// The live parts, once the file is segmented.
+        var board: SharedBoard?
 
         init(path: String, validators: Validators, knownTotal: Int64?) {
             self.path = path
@@ -90,8 +163,8 @@ struct Transfer: Sendable {
             self.knownTotal = knownTotal
         }
 
-        /// Bytes in the part file now.
-        var length: Int64 { file?.length ?? startLength }
+        /// Bytes in the part file now (of all parts, when segmented).
+        var length: Int64 { board?.withBoard(\.bytesOnDisk) ?? file?.length ?? startLength }
 
         /// Whether the attempt left more of the same version than it found. A restart never counts
         /// (it can only succeed by completing), or a server that ignores ranges and drops every
@@ -110,58 +183,84 @@ struct Transfer: Sendable {
         failure.isDiskFull ? .diskFull(reason: failure.description) : .fatal(reason: failure.description)
     }
 
-    private func fetch(_ attempt: inout Attempt) async throws -> Outcome {
+    private static func outcome(of error: any Error) -> Outcome {
+        if let failure = error as? PartFile.Failure { return outcome(of: failure) }
+        return .fatal(reason: TerminalText.sanitize(String(describing: error)))
+    }
+
+    // MARK: Front to back
+
+    private func fetch(_ attempt: inout Attempt, plan: RequestPlan, allowSplit: Bool) async throws -> Outcome {
         let validators = attempt.validators
         let knownTotal = attempt.knownTotal
-        var plan = ResumeRules.plan(partLength: attempt.startLength, knownTotal: knownTotal, validators: validators)
+        var plan = plan
         var refetched = false
         while true {
-            let response = try await client.execute(request(for: plan), timeout: headTimeout)
-            let facts = Self.facts(of: response)
-            switch ResumeRules.decide(plan: plan, response: facts, knownTotal: knownTotal, validators: validators) {
-            case .write(let offset, let total, let disposition):
-                // Bytes are thrown away only here, once the replacement is in hand.
-                let file = try attempt.open()
-                defer { file.close() }
+            let stream = ResponseStream(progress: progress, limiter: limiter)
+            stream.start(try request(range: plan.range, ifRange: plan.ifRange), on: client, headTimeout: headTimeout)
+            let (head, finalURL) = try await stream.head()
+            let facts = Self.facts(of: head)
+            let decision = ResumeRules.decide(plan: plan, response: facts, knownTotal: knownTotal, validators: validators)
+            guard case .write(let offset, let total, let disposition) = decision else { stream.discard()
+                switch decision {
+                case .complete(let total):
+                    await responded(info(head, finalURL: finalURL, facts: facts, total: total, disposition: .resumed(from: total, verified: validators.ifRange != nil)))
+                    if syncOnCompletion { try await FileSync.syncOrThrow(order.partPath) }
+                    return await verified(order.partPath)
+                case .refetch(let reason):
+                    // Never append this body. One fresh request per attempt; a second oddity is an error.
+                    guard !refetched else { return .fatal(reason: reason) }
+                    refetched = true
+                    plan = .fresh(discarding: reason)
+                    continue
+                case .retry(let reason, let retryAfter):
+                    return .retryable(reason: reason, retryAfter: retryAfter.flatMap { RetryAfter.seconds(from: $0, now: Date()) }, progressed: false)
+                case .fail(let reason):
+                    return .fatal(reason: reason)
+                case .write:
+                    continue
+                }
+            }
+            // Bytes are thrown away only here, once the replacement is in hand.
+            let file: PartFile
+            do {
+                file = try attempt.open()
                 if case .restarted = disposition { attempt.restarted = true }
                 if file.length != offset { try progress.truncate(file, to: offset) }
-                progress.bytesOnDisk.store(offset, ordering: .relaxed)
-                await responded(info(response, facts: facts, total: total, disposition: disposition))
-                return try await stream(response.body, into: file, total: total, progressed: { attempt.grew })
-            case .complete(let total):
-                await responded(info(response, facts: facts, total: total, disposition: .resumed(from: total, verified: validators.ifRange != nil)))
-                if syncOnCompletion { try await FileSync.syncOrThrow(order.partPath) }
-                return await verified(order.partPath)
-            case .refetch(let reason):
-                // Never append this body. One fresh request per attempt; a second oddity is an error.
-                guard !refetched else { return .fatal(reason: reason) }
-                refetched = true
-                plan = .fresh(discarding: reason)
-            case .retry(let reason, let retryAfter):
-                return .retryable(reason: reason, retryAfter: retryAfter.flatMap { RetryAfter.seconds(from: $0, now: Date()) }, progressed: false)
-            case .fail(let reason):
-                return .fatal(reason: reason)
+            } catch {
+                stream.discard()
+                throw error
             }
+            progress.bytesOnDisk.store(offset, ordering: .relaxed)
+            let info = info(head, finalURL: finalURL, facts: facts, total: total, disposition: disposition)
+            await responded(info)
+            if allowSplit, let total, let parts = await splitIfWorthIt(head: head, facts: facts, info: info, offset: offset, total: total) {
+                do {
+                    try file.truncate(to: total)
+                } catch {
+                    hosts.close(host, count: parts.count - 1)
+                    stream.discard()
+                    throw error
+                }
+                let board = SharedBoard(parts)
+                board.withBoard { $0.assign(part: 0, to: 0) }
+                attempt.board = board
+                progress.board = board
+                let context = PartsContext(
+                    descriptor: file.descriptor, path: file.path, board: board, validators: info.validators, total: total,
+                    startBytes: offset, respondedAlready: true
+                )
+                return try await runParts(&attempt, file: file, context: context, first: stream, extraConnections: parts.count - 1)
+            }
+            return try await writeFrontToBack(stream, into: file, from: offset, total: total, progressed: attempt.grew)
         }
     }
 
-    /// Writes the body at the end of the part file, never past `total`.
-    private func stream(_ body: HTTPClientResponse.Body, into file: PartFile, total: Int64?, progressed: () -> Bool) async throws -> Outcome {
-        for try await var buffer in body {
-            if let total {
-                let room = total - file.length
-                guard room > 0 else { break }
-                if Int64(buffer.readableBytes) > room, let slice = buffer.readSlice(length: Int(room)) {
-                    buffer = slice
-                }
-            }
-            let count = buffer.readableBytes
-            try file.append(buffer)
-            progress.bytesOnDisk.store(file.length, ordering: .relaxed)
-            if let limiter {
-                let wait = limiter.reserve(count)
-                if wait > .zero { try await Task.sleep(for: wait) }
-            }
+    /// Streams a body accepted at `offset` into the file, then decides how the attempt ended.
+    private func writeFrontToBack(_ stream: ResponseStream, into file: PartFile, from offset: Int64, total: Int64?, progressed: @autoclosure () -> Bool) async throws -> Outcome {
+        do {
+            defer { file.wrote(upTo: stream.position ?? offset) }
+            _ = try await stream.write(into: .prefix(descriptor: file.descriptor, path: file.path, position: offset, total: total))
         }
         if let total, file.length < total {
             // A body that ended short of the total (a partial 206, a close the client did not flag)
@@ -176,6 +275,207 @@ struct Transfer: Sendable {
         return await verified(file.path)
     }
 
+    /// The parts to split the rest of the file into, committed, with the extra connections opened;
+    /// nil when the file is fetched front to back: one connection asked for, no room on the host,
+    /// a server that does not say it does ranges, no validator for `If-Range`, or too little left.
+    private func splitIfWorthIt(head: HTTPResponseHead, facts: ResponseFacts, info: SessionStateMachine.ResponseInfo, offset: Int64, total: Int64) async -> [Segment]? {
+        let connections = order.options.connections
+        guard connections > 1, info.validators.ifRange != nil, total - offset >= 2 * Segments.minimumPart else { return nil }
+        let ranges = facts.status == 206 || head.headers[canonicalForm: "Accept-Ranges"].contains { $0.lowercased() == "bytes" }
+        guard ranges else { return nil }
+        let wanted = Segments.partCount(remaining: total - offset, connections: connections)
+        let extra = hosts.openExtra(host, upTo: wanted - 1, cap: connections)
+        guard extra > 0 else { return nil }
+        let parts = Segments.split(offset: offset, total: total, count: extra + 1)
+        guard await split(parts) else {
+            hosts.close(host, count: extra)
+            return nil
+        }
+        return parts
+    }
+
+    // MARK: Parts
+
+    /// What every connection of a segmented attempt shares.
+    private struct PartsContext: Sendable {
+        var descriptor: Int32
+        var path: String
+        var board: SharedBoard
+        var validators: Validators
+        var total: Int64
+        /// Bytes of all parts when the attempt began (what a resume kept).
+        var startBytes: Int64
+        var respondedAlready: Bool
+    }
+
+    /// How one connection of a segmented attempt ended.
+    private enum ConnectionEnd: Sendable {
+        /// No work left it could take.
+        case idle
+        case failed(Outcome)
+        /// The resource changed: the whole file starts over, with `fresh` (a 200 carrying the new
+        /// version, its head and URL) when there is one.
+        case restart(reason: String, fresh: ResponseStream?, head: HTTPResponseHead?, finalURL: URL?)
+    }
+
+    /// Resumes a segmented file: every part with bytes left, each request with `If-Range`.
+    private func resumeParts(_ attempt: inout Attempt, _ basis: SessionStateMachine.ResumeBasis) async throws -> Outcome {
+        guard let total = basis.knownTotal, Segments.isValid(basis.segments, total: total), basis.validators.ifRange != nil else {
+            return try await restartWhole(&attempt, reason: "stored parts cannot be checked", fresh: nil, head: nil, finalURL: nil)
+        }
+        let file = try attempt.open()
+        if file.length != total { try file.truncate(to: total) }
+        let board = SharedBoard(basis.segments)
+        let startBytes = board.withBoard(\.bytesOnDisk)
+        attempt.startLength = startBytes
+        attempt.board = board
+        progress.board = board
+        progress.bytesOnDisk.store(startBytes, ordering: .relaxed)
+        let connections = max(1, order.options.connections)
+        let extra = hosts.openExtra(host, upTo: connections - 1, cap: connections)
+        let context = PartsContext(
+            descriptor: file.descriptor, path: file.path, board: board, validators: basis.validators, total: total,
+            startBytes: startBytes, respondedAlready: false
+        )
+        return try await runParts(&attempt, file: file, context: context, first: nil, extraConnections: extra)
+    }
+
+    /// Runs `1 + extraConnections` connections over the parts until none is left or one fails the
+    /// file; the first connection starts with `first`, a response already streaming part 0.
+    private func runParts(_ attempt: inout Attempt, file: PartFile, context: PartsContext, first: ResponseStream?, extraConnections: Int) async throws -> Outcome {
+        let responded = Once()
+        if context.respondedAlready { _ = responded.claim() }
+        var restart: ConnectionEnd?
+        var stop: Outcome?
+        var failure: Outcome?
+        await withTaskGroup(of: ConnectionEnd.self) { group in
+            for index in 0...extraConnections {
+                let stream = index == 0 ? first : nil
+                group.addTask { await self.connection(index, first: stream, context: context, responded: responded) }
+            }
+            for await end in group {
+                switch end {
+                case .idle:
+                    continue
+                case .restart:
+                    if restart == nil { restart = end }
+                    group.cancelAll()
+                case .failed(let outcome):
+                    switch outcome {
+                    case .fatal, .diskFull:
+                        if stop == nil { stop = outcome }
+                        group.cancelAll()
+                    default:
+                        if failure == nil { failure = outcome }
+                    }
+                }
+            }
+        }
+        hosts.close(host, count: extraConnections)
+        progress.connections.store(1, ordering: .relaxed)
+        if Task.isCancelled { return .stopped }
+        if case .restart(let reason, let fresh, let head, let finalURL) = restart {
+            return try await restartWhole(&attempt, reason: reason, fresh: fresh, head: head, finalURL: finalURL)
+        }
+        if let stop { return stop }
+        if context.board.withBoard(\.isComplete) {
+            if syncOnCompletion { try await FileSync.syncOrThrow(file.path) }
+            return await verified(file.path)
+        }
+        if case .retryable(let reason, let retryAfter, _) = failure {
+            return .retryable(reason: reason, retryAfter: retryAfter, progressed: attempt.grew)
+        }
+        let left = context.total - context.board.withBoard(\.bytesOnDisk)
+        return .retryable(reason: "connections ended with \(Format.bytes(left)) left", retryAfter: nil, progressed: attempt.grew)
+    }
+
+    /// One connection: its first response (if any), then one part after another (taking half of the
+    /// largest remainder when no part is free) until nothing is worth a request.
+    private func connection(_ index: Int, first: ResponseStream?, context: PartsContext, responded: Once) async -> ConnectionEnd {
+        let board = context.board
+        if index > 0 { progress.connections.add(1, ordering: .relaxed) }
+        defer { if index > 0 { progress.connections.subtract(1, ordering: .relaxed) } }
+        if let first {
+            let from = board.withBoard { $0.parts.first?.next ?? 0 }
+            do {
+                _ = try await first.write(into: .part(descriptor: context.descriptor, path: context.path, board: board, part: 0, position: from))
+                board.withBoard { $0.release(part: 0) }
+            } catch {
+                board.withBoard { $0.release(part: 0) }
+                return ended(by: error)
+            }
+        }
+        while !Task.isCancelled, let claim = board.withBoard({ $0.claim(for: index) }) {
+            let stream = ResponseStream(progress: progress, limiter: limiter)
+            do {
+                let range = claim.from...(claim.to - 1)
+                stream.start(try request(range: range, ifRange: context.validators.ifRange), on: client, headTimeout: headTimeout)
+                let (head, finalURL) = try await stream.head()
+                let facts = Self.facts(of: head)
+                switch ResumeRules.decidePart(from: claim.from, response: facts, total: context.total, validators: context.validators) {
+                case .write:
+                    if responded.claim() {
+                        await self.responded(info(head, finalURL: finalURL, facts: facts, total: context.total, disposition: .resumed(from: context.startBytes, verified: true)))
+                    }
+                    _ = try await stream.write(into: .part(descriptor: context.descriptor, path: context.path, board: board, part: claim.part, position: claim.from))
+                    board.withBoard { $0.release(part: claim.part) }
+                    if (stream.position ?? claim.from) == claim.from {
+                        // A response without a byte would be asked for again and again.
+                        return .failed(.retryable(reason: "server sent no bytes of a part", retryAfter: nil, progressed: false))
+                    }
+                case .restart(let reason, let freshBody):
+                    board.withBoard { $0.release(part: claim.part) }
+                    if freshBody { return .restart(reason: reason, fresh: stream, head: head, finalURL: finalURL) }
+                    stream.discard()
+                    return .restart(reason: reason, fresh: nil, head: nil, finalURL: nil)
+                case .retry(let reason, let retryAfter):
+                    stream.discard()
+                    board.withBoard { $0.release(part: claim.part) }
+                    return .failed(.retryable(reason: reason, retryAfter: retryAfter.flatMap { RetryAfter.seconds(from: $0, now: Date()) }, progressed: false))
+                case .fail(let reason):
+                    stream.discard()
+                    board.withBoard { $0.release(part: claim.part) }
+                    return .failed(.fatal(reason: reason))
+                }
+            } catch {
+                stream.cancel()
+                board.withBoard { $0.release(part: claim.part) }
+                return ended(by: error)
+            }
+        }
+        return .idle
+    }
+
+    private func ended(by error: any Error) -> ConnectionEnd {
+        if let failure = error as? PartFile.Failure { return .failed(Self.outcome(of: failure)) }
+        if Task.isCancelled { return .idle }
+        return .failed(classify(error, progressed: false))
+    }
+
+    /// Throws the parts away and fetches the file again from zero, front to back: with `fresh`, the
+    /// 200 that already carries the new version, else with a new request.
+    private func restartWhole(_ attempt: inout Attempt, reason: String, fresh: ResponseStream?, head: HTTPResponseHead?, finalURL: URL?) async throws -> Outcome {
+        // The store forgets the parts before the file loses them.
+        await discardVersion()
+        attempt.board = nil
+        progress.board = nil
+        attempt.restarted = true
+        let file: PartFile
+        do {
+            file = try attempt.open()
+            try progress.truncate(file, to: 0)
+        } catch {
+            fresh?.discard()
+            throw error
+        }
+        guard let fresh, let head else {
+            return try await fetch(&attempt, plan: .fresh(discarding: reason), allowSplit: false)
+        }
+        let facts = Self.facts(of: head)
+        await responded(info(head, finalURL: finalURL, facts: facts, total: facts.contentLength, disposition: .restarted(reason: reason)))
+        return try await writeFrontToBack(fresh, into: file, from: 0, total: facts.contentLength, progressed: false)
+    }
+
     /// Completed, unless the file misses the checksum it was asked to have: then it fails and the
     /// bytes stay in the part file.
     private func verified(_ path: String) async -> Outcome {
@@ -184,31 +484,32 @@ struct Transfer: Sendable {
         return .completed
     }
 
-    private func request(for plan: RequestPlan) -> HTTPClientRequest {
-        var request = HTTPClientRequest(url: order.url.absoluteString)
-        request.method = .GET
-        request.headers.add(name: "User-Agent", value: userAgent)
+    /// A GET of the URL as requested (resumes too, never a redirect target), asking for `range`.
+    private func request(range: ClosedRange<Int64>?, ifRange: String?) throws -> HTTPClient.Request {
+        var headers = HTTPHeaders()
+        headers.add(name: "User-Agent", value: userAgent)
         for field in order.options.headers {
             if field.name.lowercased() == "user-agent" {
-                request.headers.replaceOrAdd(name: field.name, value: field.value)
+                headers.replaceOrAdd(name: field.name, value: field.value)
             } else {
-                request.headers.add(name: field.name, value: field.value)
+                headers.add(name: field.name, value: field.value)
             }
         }
         // Ranges count bytes of the representation: a compressed one would make offsets meaningless.
-        request.headers.add(name: "Accept-Encoding", value: "identity")
-        if case .resume(let offset, let ifRange) = plan {
-            request.headers.add(name: "Range", value: "bytes=\(offset)-")
-            if let ifRange { request.headers.add(name: "If-Range", value: ifRange) }
+        headers.add(name: "Accept-Encoding", value: "identity")
+        if let range {
+            // An open range (`bytes=N-`) when the upper bound is the largest value.
+            headers.add(name: "Range", value: range.upperBound == .max ? "bytes=\(range.lowerBound)-" : "bytes=\(range.lowerBound)-\(range.upperBound)")
+            if let ifRange { headers.add(name: "If-Range", value: ifRange) }
         }
-        return request
+        return try HTTPClient.Request(url: order.url.absoluteString, method: .GET, headers: headers)
     }
 
-    private static func facts(of response: HTTPClientResponse) -> ResponseFacts {
-        let headers = response.headers
+    private static func facts(of head: HTTPResponseHead) -> ResponseFacts {
+        let headers = head.headers
         return ResponseFacts(
-            status: Int(response.status.code),
-            reasonPhrase: response.status.reasonPhrase,
+            status: Int(head.status.code),
+            reasonPhrase: head.status.reasonPhrase,
             contentLength: headers.first(name: "Content-Length").flatMap { Int64($0.trimmingCharacters(in: .whitespaces)) },
             contentRange: headers.first(name: "Content-Range"),
             etag: headers.first(name: "ETag").map(Self.trimmed),
@@ -217,13 +518,13 @@ struct Transfer: Sendable {
         )
     }
 
-    private func info(_ response: HTTPClientResponse, facts: ResponseFacts, total: Int64?, disposition: Disposition) -> SessionStateMachine.ResponseInfo {
-        let proposed = response.headers.first(name: "Content-Disposition").flatMap(ContentDisposition.fileName(from:))
+    private func info(_ head: HTTPResponseHead, finalURL: URL?, facts: ResponseFacts, total: Int64?, disposition: Disposition) -> SessionStateMachine.ResponseInfo {
+        let proposed = head.headers.first(name: "Content-Disposition").flatMap(ContentDisposition.fileName(from:))
         return .init(
             status: facts.status,
             total: total,
             validators: Validators(etag: facts.etag, lastModified: facts.lastModified),
-            finalURL: response.url,
+            finalURL: finalURL,
             serverFileName: proposed.flatMap(FileNaming.sanitize),
             disposition: disposition
         )
@@ -263,5 +564,27 @@ struct Transfer: Sendable {
         if text.contains("connectionRefused") || text.contains("Connection refused") { return "connection refused" }
         if text.contains("Connection reset") || text.contains("ECONNRESET") { return "connection reset" }
         return TerminalText.sanitize(text)
+    }
+}
+
+extension RequestPlan {
+    /// The `Range` this plan asks for (open-ended), nil for the whole resource.
+    var range: ClosedRange<Int64>? {
+        if case .resume(let offset, _) = self { return offset...Int64.max }
+        return nil
+    }
+
+    var ifRange: String? {
+        if case .resume(_, let ifRange) = self { return ifRange }
+        return nil
+    }
+}
+
+/// True for exactly one caller.
+final class Once: Sendable {
+    private let taken = Atomic<Bool>(false)
+
+    func claim() -> Bool {
+        !taken.exchange(true, ordering: .relaxed)
     }
 }

@@ -139,6 +139,13 @@ public struct AppDatabase: QueueJournal, Sendable {
                 t.column("value", .text).notNull()
             }
         }
+        migrator.registerMigration("v4: segmented downloads") { db in
+            try db.alter(table: "download") { t in
+                // `start-next-end` per part, comma-separated; NULL for a file fetched front to back.
+                t.add(column: "segments", .text)
+                t.add(column: "connections", .integer).notNull().defaults(to: 1)
+            }
+        }
         return migrator
     }
 
@@ -194,14 +201,17 @@ public struct AppDatabase: QueueJournal, Sendable {
         for download in changes.saved {
             let key = download.id.rawValue
             highestID = max(highestID, key)
-            let existing = try Row.fetchOne(db, sql: "SELECT createdAt, completedAt, position FROM download WHERE id = ?", arguments: [key])
+            // Cached statements: a commit may save a thousand rows.
+            let existing = try Row.fetchOne(
+                db.cachedStatement(sql: "SELECT createdAt, completedAt, position FROM download WHERE id = ?"), arguments: [key]
+            )
             let position = changes.positions[download.id] ?? existing?["position"] ?? 0
             let record = DownloadRecord(
                 download, position: position, bootID: changes.bootID, now: now,
                 createdAt: existing?["createdAt"], completedAt: existing?["completedAt"]
             )
             try record.save(db)
-            try RequesterRecord.filter(RequesterRecord.Columns.downloadId == key).deleteAll(db)
+            try db.cachedStatement(sql: "DELETE FROM requester WHERE downloadId = ?").execute(arguments: [key])
             for (index, destination) in download.extraDestinations.enumerated() {
                 let (kind, path) = DownloadRecord.encode(destination)
                 let completed = download.completedPaths.count > index + 1 ? download.completedPaths[index + 1] : nil

@@ -40,6 +40,10 @@ struct DownloadRecord: Codable, FetchableRecord, PersistableRecord, Sendable {
     var requestHeaders: String?
     /// `sha-256=HEX` the finished file must match.
     var checksum: String?
+    /// The durable parts of a segmented download (`start-next-end,…`); nil for a prefix.
+    var segments: String?
+    /// Connections the download may open (`--connections`).
+    var connections: Int
     /// The boot the checkpoint was taken in; after a reboot only a synced checkpoint is trusted.
     var checkpointBootID: String?
     var createdAt: Date
@@ -116,6 +120,8 @@ extension DownloadRecord {
         pausedByShutdown = download.pausedByShutdown
         requestHeaders = download.options.headers.isEmpty ? nil : download.options.headers.map(\.description).joined(separator: "\n")
         checksum = download.options.checksum?.description
+        segments = download.segments.isEmpty ? nil : Segments.encode(download.segments)
+        connections = download.options.connections
         checkpointBootID = bootID
         self.createdAt = createdAt ?? now
         updatedAt = now
@@ -162,6 +168,12 @@ extension DownloadRecord {
         if let checksum {
             guard let parsed = try? Checksum.parse(checksum) else { return nil }
             download.options.checksum = parsed
+        }
+        download.options.connections = max(1, connections)
+        if let segments {
+            // Unreadable parts become one that cannot tile the file, so recovery empties the part
+            // file and starts over rather than taking its holes for a prefix.
+            download.segments = Segments.decode(segments).flatMap { $0.isEmpty ? nil : $0 } ?? [Segment(start: -1, next: -1, end: -1)]
         }
         if let completedPath {
             download.completedPaths = [completedPath] + extras.compactMap(\.completedPath)

@@ -13,15 +13,24 @@ public enum LoopbackContent {
     }
 
     /// Fills `buffer` with the bytes that start at `offset`.
+    ///
+    /// Whole words are stored at once: tests serve megabytes from debug builds, where a loop per
+    /// byte would keep a thread of the cooperative pool busy for seconds.
     public static func fill(_ buffer: UnsafeMutableRawBufferPointer, seed: UInt64, version: Int, from offset: Int) {
         let key = seed &* 0x9E37_79B9_7F4A_7C15 ^ (UInt64(truncatingIfNeeded: version) << 32)
         var position = offset
         var index = 0
-        while index < buffer.count {
-            var word = splitmix(key &+ UInt64(position / 8))
+        let count = buffer.count
+        while index < count {
             let skip = position % 8
-            word >>= UInt64(skip * 8)
-            let take = min(8 - skip, buffer.count - index)
+            if skip == 0, count - index >= 8 {
+                buffer.storeBytes(of: splitmix(key &+ UInt64(position / 8)).littleEndian, toByteOffset: index, as: UInt64.self)
+                index += 8
+                position += 8
+                continue
+            }
+            let word = splitmix(key &+ UInt64(position / 8)) >> UInt64(skip * 8)
+            let take = min(8 - skip, count - index)
             for byte in 0..<take {
                 buffer[index + byte] = UInt8(truncatingIfNeeded: word >> UInt64(byte * 8))
             }

@@ -11,6 +11,8 @@ struct Settings: Sendable, Equatable {
     var connectTimeout = 10
     var stallTimeout = 30
     var limitRate: Int64?
+    /// Connections per file, and the most to one host (`--connections`).
+    var connections = 1
     var headers: [HeaderField] = []
     var userAgent: String?
     var caCertificate: String?
@@ -26,13 +28,13 @@ struct Settings: Sendable, Equatable {
 /// `$XDG_CONFIG_HOME/haul/config` (else `~/.config/haul/config`): `key = value` lines, `#` comments.
 ///
 /// Keys are the long option names: `dir`, `state`, `max-active`, `max-tries`, `connect-timeout`,
-/// `stall-timeout`, `limit-rate`, `header` (repeatable), `user-agent`, `ca-certificate`, `fsync`,
+/// `stall-timeout`, `limit-rate`, `connections`, `header` (repeatable), `user-agent`, `ca-certificate`, `fsync`,
 /// `refresh`, `ascii`. Paths may start with `~/`; other relative paths are taken from the home
 /// directory. An unknown key or a bad value is an error naming the file and line.
 enum ConfigFile {
     static let keys = [
         "dir", "state", "max-active", "max-tries", "connect-timeout", "stall-timeout", "limit-rate",
-        "header", "user-agent", "ca-certificate", "fsync", "refresh", "ascii",
+        "connections", "header", "user-agent", "ca-certificate", "fsync", "refresh", "ascii",
     ]
 
     /// The file to read: `--config`, else `$HAUL_CONFIG`, else the XDG location; `explicit` when
@@ -75,6 +77,7 @@ enum ConfigFile {
         case "connect-timeout": settings.connectTimeout = try OptionCheck.integer(value, key, in: OptionCheck.seconds)
         case "stall-timeout": settings.stallTimeout = try OptionCheck.integer(value, key, in: OptionCheck.seconds)
         case "limit-rate": settings.limitRate = try OptionCheck.rate(value, key)
+        case "connections": settings.connections = try OptionCheck.integer(value, key, in: OptionCheck.connections)
         case "header": settings.headers = HeaderField.merged(settings.headers, [try OptionCheck.header(value)])
         case "user-agent": settings.userAgent = try OptionCheck.userAgent(value)
         case "ca-certificate": settings.caCertificate = try path(value, home: home)
@@ -113,6 +116,8 @@ enum OptionCheck {
     static let maxActiveLimit = 32
     static let maxActive = 1...maxActiveLimit
     static let maxTries = 1...10_000
+    /// Connections per file, like aria2c's `-x` (whose limit is 16).
+    static let connections = 1...16
     /// Timeouts, in seconds.
     static let seconds = 1...3600
 

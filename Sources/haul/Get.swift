@@ -41,16 +41,14 @@ struct Get: AsyncParsableCommand {
         let notes = await session.restore(store.queue, startPending: false)
         store.logger.info("get", metadata: ["urls": "\(requests.count)", "restored": "\(store.queue.downloads.count)", "recovered": "\(notes.count)"])
 
-        var ids: [DownloadID] = []
-        for request in requests {
-            do {
-                ids.append(try await session.schedule(request.url, to: request.destination, options: request.options))
-            } catch {
-                await session.shutdown()
-                // Refused because a signal shut the session down meanwhile: that is no bad input.
-                if let signal = interruption.received { throw ExitCode(128 + signal) }
-                throw UsageError(message: error.description)
-            }
+        let ids: [DownloadID]
+        do {
+            ids = try await session.schedule(requests.map { DownloadSession.Request(url: $0.url, destination: $0.destination, options: $0.options) })
+        } catch {
+            await session.shutdown()
+            // Refused because a signal shut the session down meanwhile: that is no bad input.
+            if let signal = interruption.received { throw ExitCode(128 + signal) }
+            throw UsageError(message: error.description)
         }
         var finalSnapshot = await session.snapshot()
         printer.show(finalSnapshot, ids: ids)

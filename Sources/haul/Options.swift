@@ -65,6 +65,7 @@ struct SessionOptions: ParsableArguments {
         configuration.connectTimeout = .seconds(settings.connectTimeout)
         configuration.stallTimeout = .seconds(settings.stallTimeout)
         configuration.limitBytesPerSecond = settings.limitRate
+        configuration.connections = settings.connections
         configuration.caCertificatePath = settings.caCertificate
         configuration.syncOnCompletion = settings.fsync
         configuration.proxies = settings.proxies
@@ -99,6 +100,12 @@ struct AddOptions: ParsableArguments {
     @Option(help: ArgumentHelp("User-Agent for these downloads (and the default of this run).", valueName: "text"))
     var userAgent: String?
 
+    @Option(help: ArgumentHelp(
+        "Fetch each file over up to N connections at once, in parts, when its server does ranges (1-16, default 1); also the most connections to one host.",
+        valueName: "n"
+    ))
+    var connections: Int?
+
     @Option(help: ArgumentHelp("Verify the single download at completion: sha-256=HEX or sha-512=HEX; a mismatch fails it and keeps the .part.", valueName: "algo=hex"))
     var checksum: String?
 
@@ -113,6 +120,7 @@ struct AddOptions: ParsableArguments {
     func apply(to settings: Settings) throws(UsageError) -> Settings {
         var settings = settings
         if let userAgent { settings.userAgent = try OptionCheck.userAgent(userAgent) }
+        if let connections { settings.connections = try OptionCheck.integer(connections, "--connections", in: OptionCheck.connections) }
         return settings
     }
 
@@ -154,7 +162,8 @@ struct AddOptions: ParsableArguments {
 
     /// The headers every URL added in this run asks for (for the UI's `a` too).
     func defaultOptions(_ settings: Settings) throws(UsageError) -> RequestOptions {
-        var options = RequestOptions(headers: settings.headers)
+        var options = RequestOptions(headers: settings.headers, connections: settings.connections)
+        if let connections { options.connections = try OptionCheck.integer(connections, "--connections", in: OptionCheck.connections) }
         for text in headers { options.headers = HeaderField.merged(options.headers, [try OptionCheck.header(text)]) }
         if let userAgent {
             options.headers = HeaderField.merged(options.headers, [HeaderField(name: "User-Agent", value: try OptionCheck.userAgent(userAgent))])

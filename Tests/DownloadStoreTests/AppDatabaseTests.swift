@@ -57,7 +57,7 @@ import Testing
         try database.saveSetting("maxActive", "5")
         try database.saveSetting("maxActive", "6")
         #expect(try AppDatabase.open(at: path).setting("maxActive") == "6")
-        #expect(try database.appliedMigrations().last == "v3: request options and settings")
+        #expect(try database.appliedMigrations().last == "v4: segmented downloads")
     }
 
     @Test func everyFieldSurvivesARoundTrip() throws {
@@ -152,7 +152,7 @@ import Testing
         // When the current code opens it
         let database = try AppDatabase.open(at: path)
         // Then every migration is applied and the row reads back with the new fields at their defaults
-        #expect(try database.appliedMigrations() == ["v1: queue", "v2: requesters and boot checkpoints", "v3: request options and settings"])
+        #expect(try database.appliedMigrations() == ["v1: queue", "v2: requesters and boot checkpoints", "v3: request options and settings", "v4: segmented downloads"])
         let queue = try database.loadQueue()
         let row = try #require(queue.downloads.first)
         #expect(row.id == DownloadID(5))

@@ -1,0 +1,424 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import AsyncHTTPClient
+import DownloadCore
+import Foundation
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOHTTP1
+import Synchronization
+
+/// The live parts of a segmented attempt, shared by its connections and the session's checkpoints.
+final class SharedBoard: Sendable {
+    private let board: Mutex<SegmentBoard>
+
+    init(_ segments: [Segment]) {
+        board = Mutex(SegmentBoard(segments))
+    }
+
+    func withBoard<T>(_ body: (inout SegmentBoard) -> T) -> T {
+        board.withLock { body(&$0) }
+    }
+
+    /// The parts as written so far (what a checkpoint may claim once the file is synced).
+    var segments: [Segment] { withBoard { $0.segments } }
+}
+
+/// Where a response body goes.
+enum BodySink: Sendable {
+    /// From `position` on, never past `total`.
+    case prefix(descriptor: Int32, path: String, position: Int64, total: Int64?)
+    /// Into one part of a segmented download, from `position` (the part's next byte).
+    case part(descriptor: Int32, path: String, board: SharedBoard, part: Int, position: Int64)
+}
+
+/// One HTTP request whose body is written to the part file on the event loop as it arrives.
+///
+/// This is the per-chunk path: a chunk is clamped (to the total, or to its part's end), gathered in
+/// a buffer that is written with `pwrite` once it holds at least 128 KiB (or has waited 200 ms), and
+/// counted in an atomic. No actor, no task switch, no allocation per chunk.
+///
+/// The head goes to the transfer (an async caller), which decides what the body is worth. Body
+/// bytes that arrive meanwhile wait in memory (reading stops at 1 MiB), so a connection that drops
+/// right after its head loses nothing that was read.
+final class ResponseStream: HTTPClientResponseDelegate, Sendable {
+    typealias Response = Void
+
+    /// How the body ended, besides by an error.
+    enum End: Sendable {
+        /// The server sent the whole body.
+        case finished
+        /// The sink was full (the total, or the part's end) and the rest of the body was dropped.
+        case sinkFull
+    }
+
+    /// The body was cut off on purpose: the sink is full, or nobody wants it.
+    private struct SinkFull: Error {}
+
+    private struct Writer {
+        var descriptor: Int32
+        var path: String
+        /// File offset of the first byte in `pending`.
+        var position: Int64
+        /// Where the next accepted byte goes (position + pending bytes).
+        var accepted: Int64
+        var total: Int64?
+        var board: SharedBoard?
+        var part: Int
+    }
+
+    private struct State {
+        var task: HTTPClient.Task<Void>?
+        var cancelled = false
+        var head: HTTPResponseHead?
+        var headError: (any Error)?
+        var headWaiter: CheckedContinuation<HTTPResponseHead, any Error>?
+        var headTimer: Scheduled<Void>?
+        var finalURL: URL?
+        /// Body bytes read before the transfer said where they go.
+        var early = ByteBuffer()
+        /// Completed to read on, once the early bytes have a place (or are dropped).
+        var earlyFull: EventLoopPromise<Void>?
+        var discarded = false
+        var writer: Writer?
+        var pending: ByteBuffer
+        var failure: PartFile.Failure?
+        var sinkFull = false
+        /// A flush of bytes left waiting in `pending` is scheduled.
+        var idleFlushScheduled = false
+        /// The request ended: after `write` returns the descriptor may be closed, nothing is written.
+        var ended = false
+    }
+
+    /// Bytes gathered before a `pwrite`: the fewest syscalls for the copy it costs.
+    static let writeSize = 128 << 10
+    /// Body bytes held while the head is decided on.
+    static let earlyLimit = 1 << 20
+
+    private let state: NIOLockedValueBox<State>
+    private let progress: TransferProgress
+    private let limiter: RateLimiter?
+
+    init(progress: TransferProgress, limiter: RateLimiter?) {
+        self.progress = progress
+        self.limiter = limiter
+        state = NIOLockedValueBox(State(pending: ByteBufferAllocator().buffer(capacity: Self.writeSize * 2)))
+    }
+
+    /// Sends `request`; the head must arrive within `headTimeout`.
+    func start(_ request: HTTPClient.Request, on client: HTTPClient, headTimeout: TimeAmount) {
+        let task = client.execute(request: request, delegate: self, eventLoop: .indifferent)
+        let timer = task.eventLoop.scheduleTask(in: headTimeout) { [self] in
+            headFailed(HTTPClientError.deadlineExceeded)
+            task.cancel()
+        }
+        let cancelled = state.withLockedValue { state in
+            state.task = task
+            state.headTimer = timer
+            return state.cancelled
+        }
+        if cancelled { task.cancel() }
+        // Some failures (a redirect limit or loop) end the task without telling the delegate.
+        task.futureResult.whenComplete { [self] result in
+            if case .failure(let error) = result { headFailed(error) } else { headFailed(HTTPClientError.remoteConnectionClosed) }
+        }
+    }
+
+    /// Stops the request; a body being written keeps what reached the file.
+    func cancel() {
+        let task = state.withLockedValue { state in
+            state.cancelled = true
+            return state.task
+        }
+        task?.cancel()
+    }
+
+    /// The final response head (after redirects), and the URL it came from.
+    func head() async throws -> (HTTPResponseHead, URL?) {
+        let head = try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<HTTPResponseHead, any Error>) in
+                let ready: Result<HTTPResponseHead, any Error>? = state.withLockedValue { state in
+                    if let head = state.head { return .success(head) }
+                    if let error = state.headError { return .failure(error) }
+                    state.headWaiter = continuation
+                    return nil
+                }
+                if let ready { continuation.resume(with: ready) }
+            }
+        } onCancel: {
+            cancel()
+        }
+        return (head, state.withLockedValue { $0.finalURL })
+    }
+
+    /// Writes the body into `sink` and returns when it ended: the server finished, or the sink
+    /// filled up. Throws the write failure or the HTTP error that stopped it.
+    func write(into sink: BodySink) async throws -> End {
+        let (task, resume, stop) = state.withLockedValue { state -> (HTTPClient.Task<Void>?, EventLoopPromise<Void>?, Bool) in
+            var writer: Writer
+            switch sink {
+            case .prefix(let descriptor, let path, let position, let total):
+                writer = Writer(descriptor: descriptor, path: path, position: position, accepted: position, total: total, board: nil, part: 0)
+            case .part(let descriptor, let path, let board, let part, let position):
+                writer = Writer(descriptor: descriptor, path: path, position: position, accepted: position, total: nil, board: board, part: part)
+            }
+            var stop = false
+            if state.early.readableBytes > 0 {
+                let early = state.early
+                state.early = ByteBuffer()
+                if case .failure = Self.accept(early, into: &writer, &state, progress) { stop = true }
+            }
+            if state.ended || stop {
+                // Nothing more will arrive (or nothing more is wanted): write what waits now.
+                if let failure = Self.flush(&state.pending, &writer, progress), state.failure == nil { state.failure = failure }
+            } else if state.pending.readableBytes > 0, !state.idleFlushScheduled, let task = state.task {
+                state.idleFlushScheduled = true
+                task.eventLoop.scheduleTask(in: .milliseconds(200)) { [self] in flushIdle() }
+            }
+            state.writer = writer
+            defer { state.earlyFull = nil }
+            return (state.task, state.earlyFull, stop)
+        }
+        guard let task else { throw CancellationError() }
+        if stop { task.cancel() }
+        resume?.succeed()
+        do {
+            try await withTaskCancellationHandler {
+                try await task.futureResult.get()
+            } onCancel: {
+                cancel()
+            }
+        } catch {
+            let (failure, full) = state.withLockedValue { ($0.failure, $0.sinkFull) }
+            if let failure { throw failure }
+            if full { return .sinkFull }
+            throw error
+        }
+        if let failure = state.withLockedValue({ $0.failure }) { throw failure }
+        return .finished
+    }
+
+    /// Drops the response and its body.
+    func discard() {
+        let promise = state.withLockedValue { state -> EventLoopPromise<Void>? in
+            state.discarded = true
+            state.early = ByteBuffer()
+            defer { state.earlyFull = nil }
+            return state.earlyFull
+        }
+        cancel()
+        promise?.fail(SinkFull())
+    }
+
+    /// Where the next byte would go once everything buffered is written.
+    var position: Int64? {
+        state.withLockedValue { $0.writer?.accepted }
+    }
+
+    // MARK: Delegate (on the event loop)
+
+    func didVisitURL(task: HTTPClient.Task<Void>, _ request: HTTPClient.Request, _ head: HTTPResponseHead) {
+        state.withLockedValue { $0.finalURL = request.url }
+    }
+
+    func didReceiveHead(task: HTTPClient.Task<Void>, _ head: HTTPResponseHead) -> EventLoopFuture<Void> {
+        let waiter = state.withLockedValue { state -> CheckedContinuation<HTTPResponseHead, any Error>? in
+            // Too late: the head timed out or the request was stopped; nobody reads this body.
+            guard state.headError == nil, !state.cancelled else { return nil }
+            state.headTimer?.cancel()
+            state.headTimer = nil
+            state.head = head
+            defer { state.headWaiter = nil }
+            return state.headWaiter
+        }
+        waiter?.resume(returning: head)
+        return task.eventLoop.makeSucceededVoidFuture()
+    }
+
+    func didReceiveBodyPart(task: HTTPClient.Task<Void>, _ buffer: ByteBuffer) -> EventLoopFuture<Void> {
+        let result = state.withLockedValue { state -> Result<Int, any Error> in
+            if state.discarded { return .failure(SinkFull()) }
+            guard var writer = state.writer else {
+                // Undecided: hold the bytes, and stop reading once a good many wait.
+                state.early.writeImmutableBuffer(buffer)
+                if state.early.readableBytes >= Self.earlyLimit {
+                    let promise = task.eventLoop.makePromise(of: Void.self)
+                    state.earlyFull = promise
+                    return .success(-1)
+                }
+                // Held bytes count against the rate limit like written ones.
+                return .success(buffer.readableBytes)
+            }
+            defer { state.writer = writer }
+            let result = Self.accept(buffer, into: &writer, &state, progress)
+            if case .success = result, state.pending.readableBytes > 0, !state.idleFlushScheduled {
+                // A slow or stalled server must not leave bytes unwritten (and uncounted) for long.
+                state.idleFlushScheduled = true
+                task.eventLoop.scheduleTask(in: .milliseconds(200)) { [self] in flushIdle() }
+            }
+            return result
+        }
+        switch result {
+        case .failure(let error):
+            return task.eventLoop.makeFailedFuture(error)
+        case .success(-1):
+            return state.withLockedValue { $0.earlyFull?.futureResult } ?? task.eventLoop.makeSucceededVoidFuture()
+        case .success(let count):
+            if let limiter, count > 0 {
+                let wait = limiter.reserve(count)
+                if wait > .zero {
+                    let parts = wait.components
+                    let nanoseconds = parts.seconds * 1_000_000_000 + parts.attoseconds / 1_000_000_000
+                    return task.eventLoop.scheduleTask(in: .nanoseconds(nanoseconds)) {}.futureResult
+                }
+            }
+            return task.eventLoop.makeSucceededVoidFuture()
+        }
+    }
+
+    func didReceiveError(task: HTTPClient.Task<Void>, _ error: any Error) {
+        headFailed(error)
+        let promise = state.withLockedValue { state -> EventLoopPromise<Void>? in
+            defer { state.earlyFull = nil }
+            return state.earlyFull
+        }
+        promise?.fail(error)
+        finish()
+    }
+
+    func didFinishRequest(task: HTTPClient.Task<Void>) throws {
+        headFailed(HTTPClientError.remoteConnectionClosed)
+        finish()
+    }
+
+    // MARK: Helpers
+
+    private func headFailed(_ error: any Error) {
+        let waiter = state.withLockedValue { state -> CheckedContinuation<HTTPResponseHead, any Error>? in
+            guard state.head == nil, state.headError == nil else { return nil }
+            state.headTimer?.cancel()
+            state.headTimer = nil
+            state.headError = error
+            defer { state.headWaiter = nil }
+            return state.headWaiter
+        }
+        waiter?.resume(throwing: error)
+    }
+
+    /// Writes what is still buffered: every byte accepted reaches the file, whatever ended the body.
+    private func finish() {
+        state.withLockedValue { state in
+            Self.flushPending(&state, progress)
+            state.ended = true
+        }
+    }
+
+    /// Writes bytes that waited in the buffer since the last chunk.
+    private func flushIdle() {
+        state.withLockedValue { state in
+            state.idleFlushScheduled = false
+            Self.flushPending(&state, progress)
+        }
+    }
+
+    /// Writes the pending bytes unless the request ended (its descriptor may be closed by now).
+    private static func flushPending(_ state: inout State, _ progress: TransferProgress) {
+        guard !state.ended, var writer = state.writer else { return }
+        if let failure = flush(&state.pending, &writer, progress), state.failure == nil { state.failure = failure }
+        state.writer = writer
+    }
+
+    /// Takes what `writer` may have of `chunk` (clamped to the total or the part's end) into the
+    /// pending buffer, writing it out once it is big enough. Fails when the sink is full (the rest
+    /// of the body belongs to nobody) or a write failed; returns the bytes taken.
+    private static func accept(_ chunk: ByteBuffer, into writer: inout Writer, _ state: inout State, _ progress: TransferProgress) -> Result<Int, any Error> {
+        if let failure = state.failure { return .failure(failure) }
+        var chunk = chunk
+        let offered = Int64(chunk.readableBytes)
+        let granted: Int64
+        if let board = writer.board {
+            let part = writer.part
+            let accepted = writer.accepted
+            granted = board.withBoard { $0.reserve(part: part, at: accepted, count: offered) }
+        } else if let total = writer.total {
+            granted = max(0, min(offered, total - writer.accepted))
+        } else {
+            granted = offered
+        }
+        if granted < offered {
+            chunk = chunk.getSlice(at: chunk.readerIndex, length: Int(granted)) ?? ByteBuffer()
+        }
+        writer.accepted += granted
+        if state.pending.readableBytes == 0, chunk.readableBytes >= writeSize {
+            // Big enough already: written as it is, without a copy.
+            var direct = chunk
+            if let failure = flush(&direct, &writer, progress) {
+                state.failure = failure
+                return .failure(failure)
+            }
+        } else {
+            state.pending.writeImmutableBuffer(chunk)
+            if state.pending.readableBytes >= writeSize, let failure = flush(&state.pending, &writer, progress) {
+                state.failure = failure
+                return .failure(failure)
+            }
+        }
+        if granted < offered || isFull(writer) {
+            if let failure = flush(&state.pending, &writer, progress) {
+                state.failure = failure
+                return .failure(failure)
+            }
+            state.sinkFull = true
+            return .failure(SinkFull())
+        }
+        return .success(Int(granted))
+    }
+
+    private static func isFull(_ writer: Writer) -> Bool {
+        if let board = writer.board {
+            let part = writer.part
+            let accepted = writer.accepted
+            return board.withBoard { $0.end(of: part).map { $0 <= accepted } ?? true }
+        }
+        if let total = writer.total { return writer.accepted >= total }
+        return false
+    }
+
+    /// `pwrite`s the readable bytes of `pending` at the writer's position, retrying short writes and
+    /// EINTR, then counts them.
+    private static func flush(_ pending: inout ByteBuffer, _ writer: inout Writer, _ progress: TransferProgress) -> PartFile.Failure? {
+        guard pending.readableBytes > 0 else { return nil }
+        var code: Int32?
+        var written = 0
+        pending.withUnsafeReadableBytes { bytes in
+            guard let base = bytes.baseAddress else { return }
+            while written < bytes.count {
+                let result = pwrite(writer.descriptor, base + written, bytes.count - written, off_t(writer.position + Int64(written)))
+                if result < 0 {
+                    if errno == EINTR { continue }
+                    code = errno
+                    return
+                }
+                written += result
+            }
+        }
+        pending.clear()
+        writer.position += Int64(written)
+        if let board = writer.board {
+            let part = writer.part
+            board.withBoard { $0.wrote(part: part, count: Int64(written)) }
+            progress.bytesOnDisk.add(Int64(written), ordering: .relaxed)
+        } else {
+            progress.bytesOnDisk.store(writer.position, ordering: .relaxed)
+        }
+        if let code {
+            // Bytes not written are no longer accepted: the next attempt fetches them again.
+            writer.accepted = writer.position
+            return PartFile.Failure(operation: "write", path: writer.path, code: code)
+        }
+        return nil
+    }
+}
