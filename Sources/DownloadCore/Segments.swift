@@ -124,6 +124,12 @@ public struct SegmentBoard: Sendable, Hashable {
         public var part: Int
         public var from: Int64
         public var to: Int64
+
+        public init(part: Int, from: Int64, to: Int64) {
+            self.part = part
+            self.from = from
+            self.to = to
+        }
     }
 
     public private(set) var parts: [Part]

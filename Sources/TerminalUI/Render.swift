@@ -163,7 +163,9 @@ struct Painter {
         line.field(clean(download.displayName), columns.name, styled(selected ? .bold : .plain))
         if columns.state > 0 {
             line.space(1, styled(.plain))
-            line.field(download.state.word, columns.state, styled(Self.style(for: download.state)))
+            // One row per file: a segmented download says how many connections fetch its parts.
+            let word = download.state == .downloading && download.connections > 1 ? "\(download.connections) conns" : download.state.word
+            line.field(word, columns.state, styled(Self.style(for: download.state)))
         }
         if columns.bar > 0 {
             line.space(1, styled(.plain))
@@ -336,6 +338,8 @@ struct Painter {
         http += unicode ? " · " : ", "
         http += "\(Format.bytes(download.bytesOnDisk)) of \(download.totalBytes.map(Format.bytes) ?? "unknown size")"
         if download.state == .downloading { http += (unicode ? " · " : ", ") + Format.speed(download.bytesPerSecond) }
+        if download.state == .downloading, download.connections > 1 { http += (unicode ? " · " : ", ") + "\(download.connections) connections" }
+        if !download.segments.isEmpty { http += (unicode ? " · " : ", ") + "\(download.segments.count) parts" }
         field("Status", "\(download.state.word)  \(http)", Self.style(for: download.state))
         field("Resumes", resumeHistory(download))
         if let reason = reasonText(download) {

@@ -102,7 +102,8 @@ final class ProgressPrinter {
 
     private func progress(_ download: Download) -> String {
         let total = download.totalBytes.map(Format.bytes) ?? "?"
-        return "\(Format.percent(download.fractionDone)) \(Format.bytes(download.bytesOnDisk)) / \(total) at \(Format.speed(download.bytesPerSecond)), ETA \(Format.duration(download.secondsRemaining))"
+        let over = download.connections > 1 ? " over \(download.connections) connections" : ""
+        return "\(Format.percent(download.fractionDone)) \(Format.bytes(download.bytesOnDisk)) / \(total) at \(Format.speed(download.bytesPerSecond))\(over), ETA \(Format.duration(download.secondsRemaining))"
     }
 
     private func jsonLine(_ download: Download, event: String) -> String {

@@ -35,8 +35,12 @@ import Testing
         var first = try download(1)
         first.options = RequestOptions(
             headers: [HeaderField(name: "Authorization", value: "Bearer x: y"), HeaderField(name: "X-Two", value: "")],
-            checksum: Checksum(algorithm: .sha512, hex: String(repeating: "c", count: 128))
+            checksum: Checksum(algorithm: .sha512, hex: String(repeating: "c", count: 128)),
+            connections: 8
         )
+        first.totalBytes = 3000
+        first.segments = [Segment(start: 0, next: 700, end: 1000), Segment(start: 1000, next: 1000, end: 3000)]
+        first.bytesOnDisk = 700
         let second = try download(2)
         var old = QueueChanges()
         old.saved = [first]
@@ -50,7 +54,9 @@ import Testing
         let queue = try database.loadQueue()
         #expect(queue.downloads.map(\.id) == [first.id, second.id])
         #expect(queue.downloads[0].options == first.options)
+        #expect(queue.downloads[0].segments == first.segments, "every part's offset survives")
         #expect(queue.downloads[1].options == RequestOptions())
+        #expect(queue.downloads[1].segments.isEmpty)
         #expect(queue.checkpointBoots == [first.id: "boot-old", second.id: "boot-new"])
 
         #expect(try database.setting("maxActive") == nil)

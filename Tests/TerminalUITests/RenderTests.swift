@@ -248,3 +248,22 @@ enum Snapshot {
         #expect(recorded == text, "\(name) differs from its recording:\n\(text)")
     }
 }
+
+@Suite struct SegmentedRowTests {
+    @Test func aSegmentedRowShowsItsConnectionsAndCombinedProgress() throws {
+        var download = Download(id: DownloadID(1), url: try #require(URL(string: "http://h/big.iso")), destination: .directory("/d"), partPath: "/d/big.iso.part")
+        download.state = .downloading
+        download.totalBytes = 100 << 20
+        download.bytesOnDisk = 50 << 20
+        download.bytesPerSecond = Double(16 << 20)
+        download.connections = 8
+        let text = render(Fixture.state(width: 100, height: 10, downloads: [download])).lines.map(\.text).joined(separator: "\n")
+        let row = try #require(text.split(separator: "\n").first { $0.hasPrefix("big.iso") })
+        #expect(row.contains("8 conns"), "\(row)")
+        #expect(row.contains("50%"), "\(row)")
+        #expect(row.contains("16.0 MiB/s"), "\(row)")
+        download.connections = 1
+        let single = render(Fixture.state(width: 100, height: 10, downloads: [download])).lines.map(\.text).joined(separator: "\n")
+        #expect(single.contains("downloading") && !single.contains("conns"))
+    }
+}

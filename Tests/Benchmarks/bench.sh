@@ -1,0 +1,426 @@
+#!/usr/bin/env bash
+# Tests/Benchmarks/bench.sh — haul next to curl, wget2, aria2c and axel.
+#
+# Not a test: it prints numbers. Every download comes from a private nginx on
+# 127.0.0.1 (its config, logs and data in a temp dir, removed on exit).
+# Scenarios:
+#   a-cache    one 1 GiB random file to disk, left in the page cache
+#              (haul --no-fsync, curl, wget2, aria2c -x1, axel -n1)
+#   a-durable  the same, made durable: haul by default (it fsyncs before it
+#              reports completion), each peer followed by `sync FILE` inside
+#              the timed command, and a floor row `cp SRC FILE && sync FILE`
+#   b          1,000 files of 100 KiB from an input list, 16 at once
+#              (haul -j 16 -i, aria2c -j16 -i, wget2 --max-threads=16 -i,
+#              curl -Z --parallel-max 16 -K)
+#   c          one 256 MiB file from /limited/ (nginx limit_rate 2m per
+#              connection) over 8 connections (haul --connections 8,
+#              aria2c -x8 -s8, axel -n8)
+#   d          UI cost: runs Tests/Benchmarks/tui.sh (ROUNDS=--runs, same
+#              HAUL) and prints its table under the main one
+# Each run is measured with GNU time (wall, user+sys CPU, peak RSS), after an
+# untimed `sync`, into a new empty directory, and verified (exit status 0,
+# file sizes; sha256 against the source in the warm-up run of a and c). A
+# scenario is 1 warm-up round plus N counted rounds; a round runs every tool
+# once, in table order, so the tools share the machine's noise. The table
+# quotes medians of the counted runs that succeeded; failures show as FAILED.
+#
+# Run (from the repo root; needs root only to apt-get install missing tools):
+#   Tests/Benchmarks/bench.sh [--runs N] [--scenarios a,b,c,d]
+#   (default: 5 runs, all scenarios; a = a-cache + a-durable, which can also be
+#   named alone). Full default run: about 20 minutes on 2 cores (+ the build).
+# Environment:
+#   HAUL=path     use this haul binary instead of `swift build -c release`
+#   REPO=path     repo root (default: two levels above this script)
+#   TIMEOUT=300   seconds allowed to each run (a timed-out run is FAILED)
+#   DURATION, IDLE  passed through to tui.sh (scenario d)
+
+set -euo pipefail
+
+RUNS=5
+SCENARIOS=a,b,c,d
+TIMEOUT=${TIMEOUT:-300}
+NGINX=${NGINX:-/usr/sbin/nginx}
+GNU_TIME=/usr/bin/time
+
+die() { echo "bench.sh: $*" >&2; exit 1; }
+say() { echo "$*" >&2; }
+
+while (( $# )); do
+    case $1 in
+        --runs) RUNS=${2:-}; shift 2 || die "--runs needs a number" ;;
+        --runs=*) RUNS=${1#*=}; shift ;;
+        --scenarios) SCENARIOS=${2:-}; shift 2 || die "--scenarios needs a list" ;;
+        --scenarios=*) SCENARIOS=${1#*=}; shift ;;
+        -h|--help) sed -n '2,/^$/{s/^# \{0,1\}//;p}' "$0"; exit 0 ;;
+        *) die "unknown argument '$1' (see --help)" ;;
+    esac
+done
+[[ $RUNS =~ ^[1-9][0-9]*$ ]] || die "--runs must be a positive integer"
+[[ $TIMEOUT =~ ^[1-9][0-9]*$ ]] || die "TIMEOUT must be a positive integer"
+SCEN=()
+IFS=, read -ra req <<<"$SCENARIOS"
+for s in "${req[@]}"; do
+    case $s in
+        a) SCEN+=(a-cache a-durable) ;;
+        a-cache|a-durable|b|c|d) SCEN+=("$s") ;;
+        *) die "unknown scenario '$s' (a, a-cache, a-durable, b, c, d)" ;;
+    esac
+done
+(( ${#SCEN[@]} )) || die "no scenario given"
+wants() { [[ " ${SCEN[*]} " == *" $1"* ]]; }
+DOWNLOADS=0; if wants a- || wants b || wants c; then DOWNLOADS=1; fi   # they need our nginx
+
+script_dir=$(cd "$(dirname "$0")" && pwd)
+REPO=${REPO:-$(cd "$script_dir/../.." && pwd)}
+
+# ----------------------------------------------------------------- tools ----
+
+missing=()   # command:package (tmux: for tui.sh)
+for t in curl:curl wget2:wget2 aria2c:aria2 axel:axel "$NGINX:nginx" "$GNU_TIME:time" tmux:tmux; do
+    command -v "${t%:*}" >/dev/null || missing+=("${t##*:}")
+done
+if (( ${#missing[@]} )); then
+    [[ $(id -u) == 0 ]] || die "missing: ${missing[*]} (apt-get install -y them, or run as root)"
+    say "bench.sh: installing ${missing[*]}"
+    apt-get update -qq >&2 || die "apt-get update failed"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >&2 \
+        || die "apt-get install ${missing[*]} failed"
+fi
+
+if [[ -z ${HAUL:-} ]]; then
+    say "bench.sh: building haul (swift build -c release --product haul) in $REPO"
+    (cd "$REPO" && swift build -c release --product haul) >&2 || die "swift build failed"
+    HAUL=$REPO/.build/release/haul
+fi
+[[ -x $HAUL ]] || die "no haul binary at $HAUL"
+HAUL=$(cd "$(dirname "$HAUL")" && pwd)/$(basename "$HAUL")
+HAUL_HELP=$("$HAUL" get --help 2>&1) || die "$HAUL get --help failed"
+HAS_CONNECTIONS=0; [[ $HAUL_HELP == *--connections* ]] && HAS_CONNECTIONS=1
+HAS_INPUT=0; [[ $HAUL_HELP == *--input-file* ]] && HAS_INPUT=1
+
+# ------------------------------------------------------- temp dir, nginx ----
+
+WORK=$(mktemp -d /tmp/haul-bench.XXXXXX)
+CHILD=''   # pid of the GNU time (or tui.sh timeout) running now
+NGINX_PID=''
+
+stop_child() {
+    [[ -n $CHILD ]] || return 0
+    local p
+    # `timeout` leads its own process group: signal the group (tool + children).
+    for p in $(pgrep -P "$CHILD" 2>/dev/null || true); do kill -TERM -- "-$p" 2>/dev/null || true; done
+    kill -TERM "$CHILD" 2>/dev/null || true
+    wait "$CHILD" 2>/dev/null || true
+    CHILD=''
+}
+stop_nginx() {
+    [[ -n $NGINX_PID ]] || return 0
+    kill -QUIT "$NGINX_PID" 2>/dev/null || true
+    for _ in $(seq 1 25); do kill -0 "$NGINX_PID" 2>/dev/null || break; sleep 0.2; done
+    kill -KILL "$NGINX_PID" 2>/dev/null || true
+    NGINX_PID=''
+}
+cleanup() {
+    local rc=$?
+    trap - EXIT INT TERM HUP
+    stop_child; stop_nginx
+    rm -rf "$WORK"
+    exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT; trap 'exit 143' TERM; trap 'exit 129' HUP
+
+# No tool reads a user config: flags where they have one (curl -q, wget2
+# --no-config, aria2c --no-conf), and an empty HOME/XDG_CONFIG_HOME for all
+# (haul's config, ~/.axelrc, wget2's HSTS file).
+mkdir -p "$WORK/home/.config" "$WORK/out" "$WORK/res" "$WORK/nginx/tmp" \
+    "$WORK/www/big" "$WORK/www/small" "$WORK/www/limited"
+chmod 755 "$WORK"   # nginx workers may run as another user
+TOOL_ENV=(env HOME="$WORK/home" XDG_CONFIG_HOME="$WORK/home/.config" HAUL_CONFIG= HAUL_STATE_DIR=)
+
+start_nginx() {  # start_nginx PORT
+    local user_line=''
+    [[ $(id -u) == 0 ]] && user_line='user root;'   # as root, workers can read $WORK
+    # One worker: the server uses at most one of the cores.
+    cat >"$WORK/nginx/nginx.conf" <<EOF
+$user_line
+daemon on;
+worker_processes 1;
+pid $WORK/nginx/nginx.pid;
+error_log $WORK/nginx/error.log warn;
+events { worker_connections 1024; }
+http {
+    access_log $WORK/nginx/access.log;
+    client_body_temp_path $WORK/nginx/tmp/body; proxy_temp_path $WORK/nginx/tmp/proxy;
+    fastcgi_temp_path $WORK/nginx/tmp/fcgi; uwsgi_temp_path $WORK/nginx/tmp/uwsgi;
+    scgi_temp_path $WORK/nginx/tmp/scgi;
+    default_type application/octet-stream;
+    sendfile on;
+    etag on;
+    keepalive_timeout 30;
+    server {
+        listen 127.0.0.1:$1;
+        root $WORK/www;
+        location /limited/ { limit_rate 2m; }
+    }
+}
+EOF
+    timeout 10 "$NGINX" -e "$WORK/nginx/error.log" -p "$WORK/nginx/" -c "$WORK/nginx/nginx.conf" \
+        >/dev/null 2>&1 || return 1
+    for _ in $(seq 1 50); do [[ -s $WORK/nginx/nginx.pid ]] && break; sleep 0.1; done
+    NGINX_PID=$(cat "$WORK/nginx/nginx.pid" 2>/dev/null || true)
+    [[ -n $NGINX_PID ]]
+}
+
+# ------------------------------------------------------------- test data ----
+
+A_SIZE=$((1024 * 1024 * 1024)); B_FILES=1000; B_SIZE=$((100 * 1024)); C_SIZE=$((256 * 1024 * 1024))
+(( DOWNLOADS )) && say "bench.sh: generating test data in $WORK/www"
+if wants a-; then head -c "$A_SIZE" /dev/urandom >"$WORK/www/big/a.bin"; fi
+if wants b; then
+    head -c $((B_FILES * B_SIZE)) /dev/urandom \
+        | split -b "$B_SIZE" -d -a 4 --additional-suffix=.bin - "$WORK/www/small/f"
+fi
+if wants c; then head -c "$C_SIZE" /dev/urandom >"$WORK/www/limited/c.bin"; fi
+chmod -R a+rX "$WORK/www"
+A_SHA=''; C_SHA=''
+if wants a-; then A_SHA=$(sha256sum <"$WORK/www/big/a.bin" | cut -d' ' -f1); fi
+if wants c; then C_SHA=$(sha256sum <"$WORK/www/limited/c.bin" | cut -d' ' -f1); fi
+
+PORT=''
+for (( p = 18800; DOWNLOADS && p < 19000; p++ )); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null && continue   # taken
+    if start_nginx "$p"; then PORT=$p; break; fi
+done
+[[ -n $PORT || $DOWNLOADS == 0 ]] || die "could not start nginx on 127.0.0.1:18800-18999 (see $WORK/nginx/error.log)"
+BASE=http://127.0.0.1:$PORT
+printf '%s\n' "<html>ok</html>" >"$WORK/www/probe.html"
+(( ! DOWNLOADS )) || [[ $(curl -q -sS -f "$BASE/probe.html") == "<html>ok</html>" ]] || die "nginx on $PORT does not serve $WORK/www"
+
+if wants b; then
+    for (( i = 0; i < B_FILES; i++ )); do printf '%s/small/f%04d.bin\n' "$BASE" "$i"; done >"$WORK/b-urls.txt"
+    sed 's/.*/url = "&"/' "$WORK/b-urls.txt" >"$WORK/b-curl.cfg"
+    mapfile -t B_URLS <"$WORK/b-urls.txt"
+fi
+
+# ------------------------------------------------------------ the tools ----
+
+tools_for() {  # the rows of a scenario, haul first; also the order within a round
+    case $1 in a-cache) echo haul curl wget2 aria2c axel ;; a-durable) echo haul curl wget2 aria2c axel cp ;;
+               b) echo haul aria2c wget2 curl ;; c) echo haul aria2c axel ;; esac
+}
+bytes_for() { case $1 in a-*) echo "$A_SIZE" ;; b) echo $((B_FILES * B_SIZE)) ;; c) echo "$C_SIZE" ;; esac; }
+
+# aria2c defaults kept on purpose: --file-allocation=prealloc (fallocate on
+# ext4), --max-connection-per-server=1, --split=5 (-x1 caps a at 1
+# connection), --min-split-size=20M; and aria2c fsyncs the file after the
+# allocation and at the end (strace), so even in a-cache its file is durable.
+# Only its console output is silenced.
+ARIA_Q=(-q --console-log-level=warn --summary-interval=0 --download-result=hide)
+
+# n_a SCEN TOOL -> prints why the tool cannot run (nothing if it can).
+n_a() { [[ $1/$2 == c/haul && $HAS_CONNECTIONS == 0 ]] && echo "n/a: no --connections"; return 0; }
+
+# build_cmd SCEN TOOL RUNDIR -> CMD array. Downloads go to RUNDIR/dl.
+build_cmd() {
+    local scen=$1 tool=$2 rd=$3 dl=$3/dl url='' name=''
+    case $scen in
+        a-*) name=a.bin url=$BASE/big/a.bin ;;
+        c) name=c.bin url=$BASE/limited/c.bin ;;
+    esac
+    local f=$dl/$name
+    case $scen/$tool in
+        a-cache/haul) CMD=("$HAUL" get --state "$rd/state" --no-fsync -d "$dl" -o "$name" "$url") ;;
+        a-durable/haul) CMD=("$HAUL" get --state "$rd/state" -d "$dl" -o "$name" "$url") ;;
+        a-*/curl) CMD=(curl -q -sS -f -o "$f" "$url") ;;
+        a-*/wget2) CMD=(wget2 --no-config -q -O "$f" "$url") ;;
+        a-*/aria2c) CMD=(aria2c --no-conf -x1 "${ARIA_Q[@]}" -d "$dl" -o "$name" "$url") ;;
+        a-*/axel) CMD=(axel -q -n1 -o "$f" "$url") ;;
+        a-durable/cp) CMD=(cp -- "$WORK/www/big/a.bin" "$f") ;;
+        b/haul)
+            if (( HAS_INPUT )); then CMD=("$HAUL" get --state "$rd/state" -j 16 -i "$WORK/b-urls.txt" -d "$dl")
+            else CMD=("$HAUL" get --state "$rd/state" -j 16 -d "$dl" "${B_URLS[@]}"); fi ;;
+        b/aria2c) CMD=(aria2c --no-conf -j16 "${ARIA_Q[@]}" -i "$WORK/b-urls.txt" -d "$dl") ;;
+        b/wget2) CMD=(wget2 --no-config -q --max-threads=16 -nd -i "$WORK/b-urls.txt" -P "$dl") ;;
+        b/curl) CMD=(curl -q -sS -f -Z --parallel-max 16 --remote-name-all --output-dir "$dl" -K "$WORK/b-curl.cfg") ;;
+        c/haul) CMD=("$HAUL" get --state "$rd/state" --connections 8 -d "$dl" -o "$name" "$url") ;;
+        c/aria2c) CMD=(aria2c --no-conf -x8 -s8 "${ARIA_Q[@]}" -d "$dl" -o "$name" "$url") ;;
+        c/axel) CMD=(axel -q -n8 -o "$f" "$url") ;;
+        *) die "internal: no command for $scen/$tool" ;;
+    esac
+    # a-durable: a peer's file is made durable inside the timed command.
+    if [[ $scen == a-durable && $tool != haul ]]; then
+        CMD=(sh -c 'f=$1; shift; "$@" && sync -- "$f"' sh "$f" "${CMD[@]}")
+    fi
+}
+
+# verify SCEN RUNDIR WARMUP -> prints a reason when the output is wrong.
+verify() {
+    local scen=$1 dl=$2/dl warm=$3 f n bad
+    case $scen in
+        a-*|c)
+            f=$dl/a.bin; [[ $scen == c ]] && f=$dl/c.bin
+            [[ -f $f ]] || { echo "no $(basename "$f")"; return; }
+            n=$(stat -c %s "$f")
+            [[ $n == "$(bytes_for "$scen")" ]] || { echo "size $n"; return; }
+            n=$(find "$dl" -mindepth 1 | wc -l)
+            [[ $n == 1 ]] || { echo "$n entries in dl/ (leftovers)"; return; }
+            if [[ $warm == 1 ]]; then
+                local want=$A_SHA; [[ $scen == c ]] && want=$C_SHA
+                [[ $(sha256sum <"$f" | cut -d' ' -f1) == "$want" ]] || echo "sha256 differs"
+            fi ;;
+        b)
+            [[ -d $dl ]] || { echo "no dl/"; return; }
+            n=$(find "$dl" -mindepth 1 | wc -l)
+            bad=$(find "$dl" -mindepth 1 \( ! -type f -o ! -size "${B_SIZE}c" -o ! -name 'f[0-9][0-9][0-9][0-9].bin' \) | wc -l)
+            [[ $n == "$B_FILES" && $bad == 0 ]] || echo "$n entries in dl/, $bad wrong (size, name or subdir)" ;;
+    esac
+}
+
+# run_one SCEN TOOL ROUND -> appends "ok wall user sys rss_kib" (ok: 1/0) to
+# $WORK/res/SCEN.TOOL (round 0, the warm-up: to SCEN.TOOL.warm).
+run_one() {
+    local scen=$1 tool=$2 round=$3 rd rc=0 why='' line wall=0 usr=0 sys=0 rss=0 res
+    rd=$WORK/out/$scen-$tool-$round
+    mkdir "$rd" "$rd/dl"   # fails if it exists: every run gets a new empty dir
+    build_cmd "$scen" "$tool" "$rd"
+    sync
+    "$GNU_TIME" -f '%e %U %S %M' -o "$rd/time" timeout -k 10 "$TIMEOUT" "${TOOL_ENV[@]}" "${CMD[@]}" \
+        >"$rd/log" 2>&1 </dev/null &
+    CHILD=$!
+    wait "$CHILD" || rc=$?
+    CHILD=''
+    line=$(tail -n1 "$rd/time" 2>/dev/null || true)
+    if [[ $line =~ ^[0-9.]+\ [0-9.]+\ [0-9.]+\ [0-9]+$ ]]; then read -r wall usr sys rss <<<"$line"; fi
+    if (( rc == 124 )); then why="timed out after ${TIMEOUT}s"
+    elif (( rc != 0 )); then why="exit status $rc"
+    else why=$(verify "$scen" "$rd" "$(( round == 0 ))"); fi
+    res=$WORK/res/$scen.$tool; (( round == 0 )) && res+=.warm
+    if [[ -z $why ]]; then
+        echo "1 $wall $usr $sys $rss" >>"$res"
+        say "$(printf '  %-9s %-8s %-8s %7.2f s wall %6.2f s CPU  ok' "$scen" "$tool" \
+            "$([[ $round == 0 ]] && echo warm-up || echo "run $round")" "$wall" "$(awk "BEGIN{print $usr+$sys}")")"
+    else
+        echo "0 $wall $usr $sys $rss $why" >>"$res"
+        say "  $scen $tool round $round FAILED: $why (log: $(tail -n3 "$rd/log" | tr '\n' ' '))"
+    fi
+    rm -rf "$rd/dl" "$rd/state"   # untimed; the log and time files stay
+}
+
+run_scenario() {
+    local scen=$1 round tool
+    say "bench.sh: scenario $scen: 1 warm-up round + $RUNS counted"
+    for (( round = 0; round <= RUNS; round++ )); do
+        for tool in $(tools_for "$scen"); do
+            [[ -n $(n_a "$scen" "$tool") ]] && continue
+            run_one "$scen" "$tool" "$round"
+        done
+    done
+}
+
+run_tui() {  # scenario d: tui.sh, its table kept for the report
+    local tui=$script_dir/tui.sh rc=0
+    [[ -f $tui ]] || tui=$REPO/Tests/Benchmarks/tui.sh
+    [[ -f $tui ]] || { echo "FAILED: no tui.sh next to bench.sh or in $REPO" >"$WORK/res/d.out"; return; }
+    say "bench.sh: scenario d: $tui (ROUNDS=$RUNS)"
+    sync
+    timeout -k 10 $(( 900 + RUNS * 200 )) "${TOOL_ENV[@]}" HAUL="$HAUL" ROUNDS="$RUNS" \
+        bash "$tui" >"$WORK/res/d.out" </dev/null &
+    CHILD=$!
+    wait "$CHILD" || rc=$?
+    CHILD=''
+    (( rc == 0 )) || echo "FAILED: tui.sh exit status $rc (its messages are above, on stderr)" >>"$WORK/res/d.out"
+}
+
+# ------------------------------------------------------------------ runs ----
+
+LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
+T0=$SECONDS
+for s in "${SCEN[@]}"; do
+    if [[ $s == d ]]; then run_tui; else run_scenario "$s"; fi
+done
+LOAD_END=$(cut -d' ' -f1-3 /proc/loadavg)
+stop_nginx
+
+# ---------------------------------------------------------------- report ----
+
+# stats FILE -> "ok_count med_wall med_cpu med_rss_mib min_wall max_wall"
+stats() {
+    awk 'function med(a, n,   i, j, t) {
+             for (i = 2; i <= n; i++) { t = a[i]; for (j = i - 1; j >= 1 && a[j] > t; j--) a[j+1] = a[j]; a[j+1] = t }
+             return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2 }
+         $1 == 1 { n++; w[n] = $2; c[n] = $3 + $4; r[n] = $5 / 1024
+                   if (n == 1 || $2 < lo) lo = $2; if (n == 1 || $2 > hi) hi = $2 }
+         END { if (n == 0) { print 0; exit }
+               printf "%d %s %s %s %s %s\n", n, med(w, n), med(c, n), med(r, n), lo, hi }' "$1"
+}
+
+echo "# haul benchmark ($(date -u '+%Y-%m-%d %H:%M UTC'))"
+echo
+echo "- kernel: $(uname -r), cores: $(nproc), runs: $RUNS counted + 1 warm-up per scenario, runs took $(( SECONDS - T0 )) s"
+echo "- load average at start: $LOAD_START, at end: $LOAD_END"
+echo "- haul: $HAUL ($("$HAUL" --version 2>&1 | head -n1)$(git -C "$REPO" rev-parse --short HEAD 2>/dev/null | sed 's/^/, repo at /' || true))"
+echo "- curl: $(curl --version | head -n1 | cut -d' ' -f1-2)"
+echo "- wget2: $(wget2 --version 2>&1 | head -n1)"
+echo "- aria2c: $(aria2c --version | head -n1)"
+echo "- axel: $(axel --version 2>&1 | head -n1)"
+download_report() {  # the spread, the table and its notes (scenarios a-c)
+echo "- nginx: $("$NGINX" -v 2>&1 | head -n1 | sed 's/.*: //') on 127.0.0.1, sendfile on, 1 worker; /limited/ at limit_rate 2m"
+echo
+echo "Spread (min-max wall s of the counted runs):"
+for s in "${SCEN[@]}"; do
+    [[ $s == d ]] && continue
+    line=''
+    for t in $(tools_for "$s"); do
+        [[ -f $WORK/res/$s.$t ]] || continue
+        read -r n _ _ _ lo hi <<<"$(stats "$WORK/res/$s.$t")"
+        (( n > 0 )) && line+=" $t $lo-$hi;"
+    done
+    echo "- $s:${line%;}"
+done
+echo
+ROW='| %-9s | %-6s | %-28s | %6s | %7s | %6s | %8s | %14s | %13s |\n'
+printf "$ROW" scenario tool 'runs ok' 'wall s' 'MB/s' 'CPU s' 'RSS MiB' 'haul/peer wall' 'haul/peer CPU'
+echo "|-----------|--------|------------------------------|-------:|--------:|-------:|---------:|---------------:|--------------:|"
+for s in "${SCEN[@]}"; do
+    [[ $s == d ]] && continue
+    bytes=$(bytes_for "$s"); hw=''; hc=''
+    for t in $(tools_for "$s"); do
+        na=$(n_a "$s" "$t")
+        if [[ -n $na ]]; then
+            printf "$ROW" "$s" "$t" "$na" - - - - - -
+            continue
+        fi
+        read -r n w c r _ _ <<<"$(stats "$WORK/res/$s.$t")"
+        ok="$n/$RUNS"; (( n < RUNS )) && ok+=" FAILED $(( RUNS - n ))"
+        grep -q '^0' "$WORK/res/$s.$t.warm" 2>/dev/null && ok+=", warm-up FAILED"
+        if (( n == 0 )); then
+            printf "$ROW" "$s" "$t" "$ok" FAILED - - - - -
+            continue
+        fi
+        [[ $t == haul ]] && { hw=$w; hc=$c; }
+        read -r mbs rw rc <<<"$(awk -v b="$bytes" -v w="$w" -v c="$c" -v hw="$hw" -v hc="$hc" 'BEGIN {
+            printf "%.1f %s %s\n", b / w / 1e6, (hw == "" ? "-" : sprintf("%.2f", hw / w)),
+                   (hc == "" ? "-" : (c > 0 ? sprintf("%.2f", hc / c) : "-")) }')"
+        printf '| %-9s | %-6s | %-28s | %6.2f | %7s | %6.2f | %8.1f | %14s | %13s |\n' "$s" "$t" "$ok" "$w" "$mbs" "$c" "$r" "$rw" "$rc"
+    done
+done
+echo
+echo "Medians of the counted runs that succeeded; MB/s = bytes / median wall / 1e6; CPU = user + sys"
+echo "of the whole command (a-durable peers: tool + sync); RSS = peak resident set of the largest process."
+(( HAS_INPUT )) || ! wants b || echo "Note: this haul has no -i/--input-file: in b it got the 1,000 URLs as arguments."
+echo "Note: haul fsyncs each file by default (b, c, a-durable); of the peers only aria2c does (always, even in a-cache)."
+for f in "$WORK"/res/*; do   # failure reasons, so a FAILED cell can be explained
+    [[ -f $f && $f != *d.out ]] || continue
+    awk -v n="$(basename "$f")" '$1 == 0 { $1 = $2 = $3 = $4 = $5 = ""; sub(/^ +/, ""); print "FAILED run of " n ": " $0 }' "$f"
+done
+}
+if (( DOWNLOADS )); then download_report; fi
+if wants d; then
+    echo
+    echo "## d: UI cost (Tests/Benchmarks/tui.sh, ROUNDS=$RUNS, same haul)"
+    echo
+    echo '```'
+    sed '/./,$!d' "$WORK/res/d.out"   # without its leading blank line
+    echo '```'
+fi

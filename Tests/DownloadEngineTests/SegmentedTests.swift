@@ -1,0 +1,137 @@
+import DownloadCore
+import DownloadEngine
+import Foundation
+import LoopbackServer
+import Testing
+
+/// `--connections N` against the real loopback server: the parts are fetched with bounded ranges and
+/// `If-Range`, and the file is byte for byte the server's whatever happens in between.
+/// Serialized: each case serves and hashes megabytes, which in a debug build would starve the
+/// rest of the suite if they all ran at once.
+@Suite(.serialized) struct SegmentedTests {
+    static func options(_ connections: Int) -> RequestOptions {
+        RequestOptions(connections: connections)
+    }
+
+    /// The part requests the server saw: bounded ranges (`bytes=a-b`).
+    static func partRequests(_ h: Harness, _ path: String) -> [RequestRecord] {
+        h.gets(path).filter { $0.range.map { !$0.hasSuffix("-") } ?? false }
+    }
+
+    @Test(arguments: [1, 2, 8, 16])
+    func everyConnectionCountGivesTheServersBytes(connections: Int) async throws {
+        try await Harness.with { h in
+            // Odd-sized, big enough for a part of at least 1 MiB per connection; throttled so the
+            // parts overlap.
+            let size = max(2, connections) * 1024 * 1024 + 12_345
+            h.server.serve("/s.bin", size: size, faults: throttled(4 * 1024 * 1024))
+            let id = try await h.session.schedule(h.server.url("/s.bin"), to: .file(h.path("s.bin")), options: Self.options(connections))
+            let done = try await h.waitCompleted(id, timeout: 60)
+            #expect(sha256(ofFile: h.path("s.bin")) == h.server.sha256("/s.bin"))
+            #expect(done.totalBytes == Int64(size))
+            #expect(done.segments.isEmpty, "a completed file has no parts")
+            let parts = Self.partRequests(h, "/s.bin")
+            if connections == 1 {
+                #expect(parts.isEmpty, "one connection fetches front to back")
+                #expect(h.gets("/s.bin").count == 1)
+            } else {
+                #expect(parts.count >= connections - 1, "\(parts.map(\.range))")
+                let etag = h.gets("/s.bin").first?.ifRange ?? parts.first?.ifRange
+                #expect(etag != nil)
+                #expect(parts.allSatisfy { $0.ifRange != nil && $0.ifRange == etag && $0.status == 206 }, "every part carries If-Range")
+            }
+            // A steal cuts a part short, and the server may have pushed up to a socket buffer more
+            // of it; nothing is fetched twice beyond that.
+            let sent = h.gets("/s.bin").reduce(0) { $0 + $1.bodyBytesSent }
+            #expect(sent < 2 * size, "sent \(sent) for \(size)")
+        }
+    }
+
+    @Test func pauseAndResumeMidwayResumeEveryPartWithIfRange() async throws {
+        try await Harness.with { h in
+            let size = 8 * 1024 * 1024
+            h.server.serve("/p.bin", size: size, faults: throttled(1024 * 1024))
+            let id = try await h.session.schedule(h.server.url("/p.bin"), to: .file(h.path("p.bin")), options: Self.options(4))
+            try await h.wait(id) { $0.bytesOnDisk >= 2 * 1024 * 1024 && $0.connections == 4 }
+            try await h.session.pause(id)
+            let paused = try #require(await h.session.snapshot()[id])
+            #expect(paused.segments.count >= 2, "the parts are remembered: \(paused.segments)")
+            #expect(Segments.bytesOnDisk(paused.segments) == paused.bytesOnDisk)
+            let before = h.gets("/p.bin").count
+            try await h.session.resume(id)
+            let done = try await h.waitCompleted(id, timeout: 30)
+            #expect(sha256(ofFile: h.path("p.bin")) == h.server.sha256("/p.bin"))
+            #expect(done.resumeCount == 1)
+            #expect(done.restartCount == 0)
+            #expect(done.resumeOffset == paused.bytesOnDisk, "the row says what the resume kept")
+            let resumed = Array(h.gets("/p.bin").dropFirst(before))
+            #expect(!resumed.isEmpty)
+            #expect(resumed.allSatisfy { $0.ifRange != nil && $0.status == 206 }, "\(resumed.map(\.range))")
+            // Each part picked up where it stopped: no resumed request starts at a part's first byte
+            // that was already on disk.
+            let starts = Set(resumed.compactMap { $0.range.flatMap { Int64($0.dropFirst("bytes=".count).split(separator: "-")[0]) } })
+            for segment in paused.segments where segment.done > 0 && !segment.isComplete {
+                #expect(starts.contains(segment.next), "part \(segment) resumed at its next byte")
+                #expect(!starts.contains(segment.start))
+            }
+        }
+    }
+
+    @Test func aResourceChangedWhilePausedRestartsTheWholeFile() async throws {
+        try await Harness.with { h in
+            let size = 8 * 1024 * 1024
+            h.server.serve("/c.bin", size: size, faults: throttled(1024 * 1024))
+            let id = try await h.session.schedule(h.server.url("/c.bin"), to: .file(h.path("c.bin")), options: Self.options(4))
+            try await h.wait(id) { $0.bytesOnDisk >= 2 * 1024 * 1024 && $0.connections > 1 }
+            try await h.session.pause(id)
+            let old = h.server.sha256("/c.bin")
+            h.server.change("/c.bin")
+            try await h.session.resume(id)
+            let done = try await h.waitCompleted(id, timeout: 40)
+            let new = h.server.sha256("/c.bin")
+            #expect(new != old)
+            #expect(sha256(ofFile: h.path("c.bin")) == new, "never a splice of two versions")
+            #expect(done.restartCount == 1)
+            #expect(done.restartReason == "resource changed")
+        }
+    }
+
+    @Test func aServerThatIgnoresRangesIsFetchedOverOneConnection() async throws {
+        try await Harness.with { h in
+            let size = 6 * 1024 * 1024
+            var faults = Faults()
+            faults.ignoreRange = true
+            h.server.serve("/n.bin", size: size, faults: faults)
+            let id = try await h.session.schedule(h.server.url("/n.bin"), to: .file(h.path("n.bin")), options: Self.options(8))
+            let done = try await h.waitCompleted(id)
+            #expect(sha256(ofFile: h.path("n.bin")) == h.server.sha256("/n.bin"))
+            #expect(h.gets("/n.bin").count == 1, "no part requests: \(h.gets("/n.bin").map(\.range))")
+            #expect(done.restartCount == 0)
+        }
+    }
+
+    @Test func extraConnectionsStopAtTheHostCap() async throws {
+        try await Harness.with({ $0.maxActive = 2 }) { h in
+            let size = 8 * 1024 * 1024
+            h.server.serve("/a.bin", size: size, faults: throttled(1024 * 1024))
+            h.server.serve("/b.bin", size: size, faults: throttled(1024 * 1024))
+            let a = try await h.session.schedule(h.server.url("/a.bin"), to: .file(h.path("a.bin")), options: Self.options(4))
+            let b = try await h.session.schedule(h.server.url("/b.bin"), to: .file(h.path("b.bin")), options: Self.options(4))
+            var most = 0
+            let deadline = Date().addingTimeInterval(30)
+            while Date() < deadline {
+                let snapshot = await h.session.snapshot()
+                let open = [a, b].compactMap { snapshot[$0]?.connections }.reduce(0, +)
+                most = max(most, open)
+                if [a, b].allSatisfy({ snapshot[$0]?.state == .completed }) { break }
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            #expect(most <= 4, "4 connections to one host at most, counting every download's first")
+            #expect(most >= 3)
+            try await h.waitCompleted(a)
+            try await h.waitCompleted(b)
+            #expect(sha256(ofFile: h.path("a.bin")) == h.server.sha256("/a.bin"))
+            #expect(sha256(ofFile: h.path("b.bin")) == h.server.sha256("/b.bin"))
+        }
+    }
+}
