@@ -149,8 +149,6 @@ public struct SegmentBoard: Sendable, Hashable {
 
     public var isComplete: Bool { parts.allSatisfy { $0.next >= $0.end } }
     public var bytesOnDisk: Int64 { parts.reduce(0) { $0 + ($1.next - $1.start) } }
-    /// Parts with bytes left that nobody fetches.
-    public var unownedRemaining: Int { parts.filter { $0.owner == nil && $0.next < $0.end }.count }
 
     /// Gives `part` to `connection` (the first connection keeps the part its response already serves).
     public mutating func assign(part: Int, to connection: Int) {

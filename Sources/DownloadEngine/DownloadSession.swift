@@ -115,12 +115,8 @@ public actor DownloadSession {
     /// Queues `url` for `destination`, or attaches to the download already fetching it.
     @discardableResult
     public func schedule(_ url: URL, to destination: Destination, options: RequestOptions = RequestOptions()) async throws(TransitionError) -> DownloadID {
-        try checkOpen()
-        // A file this requester already has is not fetched again.
-        if let done = alreadyHave(url, for: destination) { return done }
-        let (id, actions) = try machine.schedule(url: url, destination: destination, options: options)
-        configuration.logger.info("schedule", metadata: ["id": "\(id)", "url": "\(url.redactingPassword)"])
-        await perform(actions)
+        let ids = try await schedule([Request(url: url, destination: destination, options: options)])
+        guard let id = ids.first else { throw .invalidArgument("nothing was scheduled") }
         return id
     }
 
@@ -145,12 +141,14 @@ public actor DownloadSession {
         var actions: [Action] = []
         var refusal: TransitionError?
         for request in requests {
+            // A file this requester already has is not fetched again.
             if let done = alreadyHave(request.url, for: request.destination) {
                 ids.append(done)
                 continue
             }
             do {
                 let (id, more) = try machine.schedule(url: request.url, destination: request.destination, options: request.options)
+                configuration.logger.info("schedule", metadata: ["id": "\(id)", "url": "\(request.url.redactingPassword)"])
                 ids.append(id)
                 actions += more
             } catch {
@@ -158,7 +156,6 @@ public actor DownloadSession {
                 break
             }
         }
-        configuration.logger.info("schedule", metadata: ["count": "\(ids.count)"])
         await perform(actions)
         if let refusal { throw refusal }
         return ids
@@ -614,7 +611,7 @@ public actor DownloadSession {
         if let journal, !changes.isEmpty {
             // A busy or full disk may pass: retry for about three seconds before showing the change
             // anyway (the rows stay dirty, so the next commit writes them again).
-            var delay = Duration.milliseconds(50)
+            var delayMilliseconds = 50
             var failure: String?
             for _ in 0..<6 {
                 failure = await withCheckedContinuation { continuation in
@@ -630,11 +627,11 @@ public actor DownloadSession {
                 guard failure != nil else { break }
                 // Not `Task.sleep`: a publish woken early (cancelled) must still wait between tries.
                 await withCheckedContinuation { continuation in
-                    journalQueue.asyncAfter(deadline: .now() + .milliseconds(Int(delay.components.seconds * 1000 + delay.components.attoseconds / 1_000_000_000_000_000))) {
+                    journalQueue.asyncAfter(deadline: .now() + .milliseconds(delayMilliseconds)) {
                         continuation.resume()
                     }
                 }
-                delay *= 2
+                delayMilliseconds *= 2
             }
             if let failure { commitFailed(changes, reason: failure) }
         }

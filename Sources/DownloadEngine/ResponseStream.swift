@@ -68,6 +68,25 @@ final class ResponseStream: HTTPClientResponseDelegate, Sendable {
         var total: Int64?
         var board: SharedBoard?
         var part: Int
+
+        init(_ sink: BodySink) {
+            switch sink {
+            case .prefix(let descriptor, let path, let position, let total):
+                (self.descriptor, self.path, self.position, self.total, board, part) = (descriptor, path, position, total, nil, 0)
+            case .part(let descriptor, let path, let board, let part, let position):
+                (self.descriptor, self.path, self.position, total, self.board, self.part) = (descriptor, path, position, nil, board, part)
+            }
+            accepted = position
+        }
+    }
+
+    /// What a body part leads to.
+    private enum Step {
+        /// Read on, after `count` bytes were taken (the rate limit may make it wait).
+        case took(Int)
+        /// Stop reading until this completes (the bytes held before the decision are many).
+        case hold(EventLoopFuture<Void>)
+        case fail(any Error)
     }
 
     private struct State {
@@ -158,13 +177,7 @@ final class ResponseStream: HTTPClientResponseDelegate, Sendable {
     /// filled up. Throws the write failure or the HTTP error that stopped it.
     func write(into sink: BodySink) async throws -> End {
         let (task, resume, stop) = state.withLockedValue { state -> (HTTPClient.Task<Void>?, EventLoopPromise<Void>?, Bool) in
-            var writer: Writer
-            switch sink {
-            case .prefix(let descriptor, let path, let position, let total):
-                writer = Writer(descriptor: descriptor, path: path, position: position, accepted: position, total: total, board: nil, part: 0)
-            case .part(let descriptor, let path, let board, let part, let position):
-                writer = Writer(descriptor: descriptor, path: path, position: position, accepted: position, total: nil, board: board, part: part)
-            }
+            var writer = Writer(sink)
             var stop = false
             if state.early.readableBytes > 0 {
                 let early = state.early
@@ -174,9 +187,8 @@ final class ResponseStream: HTTPClientResponseDelegate, Sendable {
             if state.ended || stop {
                 // Nothing more will arrive (or nothing more is wanted): write what waits now.
                 if let failure = Self.flush(&state.pending, &writer, progress), state.failure == nil { state.failure = failure }
-            } else if state.pending.readableBytes > 0, !state.idleFlushScheduled, let task = state.task {
-                state.idleFlushScheduled = true
-                task.eventLoop.scheduleTask(in: .milliseconds(200)) { [self] in flushIdle() }
+            } else if let task = state.task {
+                scheduleIdleFlush(&state, on: task.eventLoop)
             }
             state.writer = writer
             defer { state.earlyFull = nil }
@@ -239,34 +251,34 @@ final class ResponseStream: HTTPClientResponseDelegate, Sendable {
     }
 
     func didReceiveBodyPart(task: HTTPClient.Task<Void>, _ buffer: ByteBuffer) -> EventLoopFuture<Void> {
-        let result = state.withLockedValue { state -> Result<Int, any Error> in
-            if state.discarded { return .failure(SinkFull()) }
+        let step = state.withLockedValue { state -> Step in
+            if state.discarded { return .fail(SinkFull()) }
             guard var writer = state.writer else {
                 // Undecided: hold the bytes, and stop reading once a good many wait.
                 state.early.writeImmutableBuffer(buffer)
                 if state.early.readableBytes >= Self.earlyLimit {
                     let promise = task.eventLoop.makePromise(of: Void.self)
                     state.earlyFull = promise
-                    return .success(-1)
+                    return .hold(promise.futureResult)
                 }
                 // Held bytes count against the rate limit like written ones.
-                return .success(buffer.readableBytes)
+                return .took(buffer.readableBytes)
             }
             defer { state.writer = writer }
-            let result = Self.accept(buffer, into: &writer, &state, progress)
-            if case .success = result, state.pending.readableBytes > 0, !state.idleFlushScheduled {
-                // A slow or stalled server must not leave bytes unwritten (and uncounted) for long.
-                state.idleFlushScheduled = true
-                task.eventLoop.scheduleTask(in: .milliseconds(200)) { [self] in flushIdle() }
+            switch Self.accept(buffer, into: &writer, &state, progress) {
+            case .failure(let error):
+                return .fail(error)
+            case .success(let count):
+                scheduleIdleFlush(&state, on: task.eventLoop)
+                return .took(count)
             }
-            return result
         }
-        switch result {
-        case .failure(let error):
+        switch step {
+        case .fail(let error):
             return task.eventLoop.makeFailedFuture(error)
-        case .success(-1):
-            return state.withLockedValue { $0.earlyFull?.futureResult } ?? task.eventLoop.makeSucceededVoidFuture()
-        case .success(let count):
+        case .hold(let future):
+            return future
+        case .took(let count):
             if let limiter, count > 0 {
                 let wait = limiter.reserve(count)
                 if wait > .zero {
@@ -314,6 +326,14 @@ final class ResponseStream: HTTPClientResponseDelegate, Sendable {
             Self.flushPending(&state, progress)
             state.ended = true
         }
+    }
+
+    /// A slow or stalled server must not leave bytes unwritten (and uncounted) for long: whatever
+    /// waits in the buffer is written 200 ms from now.
+    private func scheduleIdleFlush(_ state: inout State, on loop: any EventLoop) {
+        guard state.pending.readableBytes > 0, !state.idleFlushScheduled else { return }
+        state.idleFlushScheduled = true
+        loop.scheduleTask(in: .milliseconds(200)) { [self] in flushIdle() }
     }
 
     /// Writes bytes that waited in the buffer since the last chunk.

@@ -59,10 +59,6 @@ final class HostConnections: Sendable {
             counts[host] = left > 0 ? left : nil
         }
     }
-
-    func count(_ host: String) -> Int {
-        counts.withLock { $0[host, default: 0] }
-    }
 }
 
 /// One attempt of one download: a request (a `Range` resume when there are bytes to keep), the
@@ -183,9 +179,9 @@ struct Transfer: Sendable {
         failure.isDiskFull ? .diskFull(reason: failure.description) : .fatal(reason: failure.description)
     }
 
-    private static func outcome(of error: any Error) -> Outcome {
-        if let failure = error as? PartFile.Failure { return outcome(of: failure) }
-        return .fatal(reason: TerminalText.sanitize(String(describing: error)))
+    /// A transient failure; `retryAfter` is the header's text.
+    private static func retryable(_ reason: String, retryAfter: String?) -> Outcome {
+        .retryable(reason: reason, retryAfter: retryAfter.flatMap { RetryAfter.seconds(from: $0, now: Date()) }, progressed: false)
     }
 
     // MARK: Front to back
@@ -200,26 +196,28 @@ struct Transfer: Sendable {
             stream.start(try request(range: plan.range, ifRange: plan.ifRange), on: client, headTimeout: headTimeout)
             let (head, finalURL) = try await stream.head()
             let facts = Self.facts(of: head)
-            let decision = ResumeRules.decide(plan: plan, response: facts, knownTotal: knownTotal, validators: validators)
-            guard case .write(let offset, let total, let disposition) = decision else { stream.discard()
-                switch decision {
-                case .complete(let total):
-                    await responded(info(head, finalURL: finalURL, facts: facts, total: total, disposition: .resumed(from: total, verified: validators.ifRange != nil)))
-                    if syncOnCompletion { try await FileSync.syncOrThrow(order.partPath) }
-                    return await verified(order.partPath)
-                case .refetch(let reason):
-                    // Never append this body. One fresh request per attempt; a second oddity is an error.
-                    guard !refetched else { return .fatal(reason: reason) }
-                    refetched = true
-                    plan = .fresh(discarding: reason)
-                    continue
-                case .retry(let reason, let retryAfter):
-                    return .retryable(reason: reason, retryAfter: retryAfter.flatMap { RetryAfter.seconds(from: $0, now: Date()) }, progressed: false)
-                case .fail(let reason):
-                    return .fatal(reason: reason)
-                case .write:
-                    continue
-                }
+            let (offset, total, disposition): (Int64, Int64?, Disposition)
+            switch ResumeRules.decide(plan: plan, response: facts, knownTotal: knownTotal, validators: validators) {
+            case .write(let at, let length, let how):
+                (offset, total, disposition) = (at, length, how)
+            case .complete(let total):
+                stream.discard()
+                await responded(info(head, finalURL: finalURL, facts: facts, total: total, disposition: .resumed(from: total, verified: validators.ifRange != nil)))
+                if syncOnCompletion { try await FileSync.syncOrThrow(order.partPath) }
+                return await verified(order.partPath)
+            case .refetch(let reason):
+                // Never append this body. One fresh request per attempt; a second oddity is an error.
+                stream.discard()
+                guard !refetched else { return .fatal(reason: reason) }
+                refetched = true
+                plan = .fresh(discarding: reason)
+                continue
+            case .retry(let reason, let retryAfter):
+                stream.discard()
+                return Self.retryable(reason, retryAfter: retryAfter)
+            case .fail(let reason):
+                stream.discard()
+                return .fatal(reason: reason)
             }
             // Bytes are thrown away only here, once the replacement is in hand.
             let file: PartFile
@@ -314,14 +312,14 @@ struct Transfer: Sendable {
         case idle
         case failed(Outcome)
         /// The resource changed: the whole file starts over, with `fresh` (a 200 carrying the new
-        /// version, its head and URL) when there is one.
-        case restart(reason: String, fresh: ResponseStream?, head: HTTPResponseHead?, finalURL: URL?)
+        /// version, its head already read) when there is one.
+        case restart(reason: String, fresh: ResponseStream?)
     }
 
     /// Resumes a segmented file: every part with bytes left, each request with `If-Range`.
     private func resumeParts(_ attempt: inout Attempt, _ basis: SessionStateMachine.ResumeBasis) async throws -> Outcome {
         guard let total = basis.knownTotal, Segments.isValid(basis.segments, total: total), basis.validators.ifRange != nil else {
-            return try await restartWhole(&attempt, reason: "stored parts cannot be checked", fresh: nil, head: nil, finalURL: nil)
+            return try await restartWhole(&attempt, reason: "stored parts cannot be checked", fresh: nil)
         }
         let file = try attempt.open()
         if file.length != total { try file.truncate(to: total) }
@@ -345,7 +343,7 @@ struct Transfer: Sendable {
     private func runParts(_ attempt: inout Attempt, file: PartFile, context: PartsContext, first: ResponseStream?, extraConnections: Int) async throws -> Outcome {
         let responded = Once()
         if context.respondedAlready { _ = responded.claim() }
-        var restart: ConnectionEnd?
+        var restart: (reason: String, fresh: ResponseStream?)?
         var stop: Outcome?
         var failure: Outcome?
         await withTaskGroup(of: ConnectionEnd.self) { group in
@@ -357,8 +355,9 @@ struct Transfer: Sendable {
                 switch end {
                 case .idle:
                     continue
-                case .restart:
-                    if restart == nil { restart = end }
+                case .restart(let reason, let fresh):
+                    // One restart is enough: another connection's new version is dropped.
+                    if restart == nil { restart = (reason, fresh) } else { fresh?.discard() }
                     group.cancelAll()
                 case .failed(let outcome):
                     switch outcome {
@@ -373,11 +372,14 @@ struct Transfer: Sendable {
         }
         hosts.close(host, count: extraConnections)
         progress.connections.store(1, ordering: .relaxed)
-        if Task.isCancelled { return .stopped }
-        if case .restart(let reason, let fresh, let head, let finalURL) = restart {
-            return try await restartWhole(&attempt, reason: reason, fresh: fresh, head: head, finalURL: finalURL)
+        if Task.isCancelled || stop != nil {
+            // A new version nobody will write must not hold its connection.
+            restart?.fresh?.discard()
+            return stop ?? .stopped
         }
-        if let stop { return stop }
+        if let restart {
+            return try await restartWhole(&attempt, reason: restart.reason, fresh: restart.fresh)
+        }
         if context.board.withBoard(\.isComplete) {
             if syncOnCompletion { try await FileSync.syncOrThrow(file.path) }
             return await verified(file.path)
@@ -397,16 +399,17 @@ struct Transfer: Sendable {
         defer { if index > 0 { progress.connections.subtract(1, ordering: .relaxed) } }
         if let first {
             let from = board.withBoard { $0.parts.first?.next ?? 0 }
+            defer { board.withBoard { $0.release(part: 0) } }
             do {
                 _ = try await first.write(into: .part(descriptor: context.descriptor, path: context.path, board: board, part: 0, position: from))
-                board.withBoard { $0.release(part: 0) }
             } catch {
-                board.withBoard { $0.release(part: 0) }
                 return ended(by: error)
             }
         }
         while !Task.isCancelled, let claim = board.withBoard({ $0.claim(for: index) }) {
             let stream = ResponseStream(progress: progress, limiter: limiter)
+            // However this part ends, its unwritten reservation goes back before the next claim.
+            defer { board.withBoard { $0.release(part: claim.part) } }
             do {
                 let range = claim.from...(claim.to - 1)
                 stream.start(try request(range: range, ifRange: context.validators.ifRange), on: client, headTimeout: headTimeout)
@@ -418,28 +421,23 @@ struct Transfer: Sendable {
                         await self.responded(info(head, finalURL: finalURL, facts: facts, total: context.total, disposition: .resumed(from: context.startBytes, verified: true)))
                     }
                     _ = try await stream.write(into: .part(descriptor: context.descriptor, path: context.path, board: board, part: claim.part, position: claim.from))
-                    board.withBoard { $0.release(part: claim.part) }
                     if (stream.position ?? claim.from) == claim.from {
                         // A response without a byte would be asked for again and again.
                         return .failed(.retryable(reason: "server sent no bytes of a part", retryAfter: nil, progressed: false))
                     }
                 case .restart(let reason, let freshBody):
-                    board.withBoard { $0.release(part: claim.part) }
-                    if freshBody { return .restart(reason: reason, fresh: stream, head: head, finalURL: finalURL) }
+                    if freshBody { return .restart(reason: reason, fresh: stream) }
                     stream.discard()
-                    return .restart(reason: reason, fresh: nil, head: nil, finalURL: nil)
+                    return .restart(reason: reason, fresh: nil)
                 case .retry(let reason, let retryAfter):
                     stream.discard()
-                    board.withBoard { $0.release(part: claim.part) }
-                    return .failed(.retryable(reason: reason, retryAfter: retryAfter.flatMap { RetryAfter.seconds(from: $0, now: Date()) }, progressed: false))
+                    return .failed(Self.retryable(reason, retryAfter: retryAfter))
                 case .fail(let reason):
                     stream.discard()
-                    board.withBoard { $0.release(part: claim.part) }
                     return .failed(.fatal(reason: reason))
                 }
             } catch {
                 stream.cancel()
-                board.withBoard { $0.release(part: claim.part) }
                 return ended(by: error)
             }
         }
@@ -454,7 +452,7 @@ struct Transfer: Sendable {
 
     /// Throws the parts away and fetches the file again from zero, front to back: with `fresh`, the
     /// 200 that already carries the new version, else with a new request.
-    private func restartWhole(_ attempt: inout Attempt, reason: String, fresh: ResponseStream?, head: HTTPResponseHead?, finalURL: URL?) async throws -> Outcome {
+    private func restartWhole(_ attempt: inout Attempt, reason: String, fresh: ResponseStream?) async throws -> Outcome {
         // The store forgets the parts before the file loses them.
         await discardVersion()
         attempt.board = nil
@@ -468,9 +466,11 @@ struct Transfer: Sendable {
             fresh?.discard()
             throw error
         }
-        guard let fresh, let head else {
+        guard let fresh else {
             return try await fetch(&attempt, plan: .fresh(discarding: reason), allowSplit: false)
         }
+        // Already read: this returns at once.
+        let (head, finalURL) = try await fresh.head()
         let facts = Self.facts(of: head)
         await responded(info(head, finalURL: finalURL, facts: facts, total: facts.contentLength, disposition: .restarted(reason: reason)))
         return try await writeFrontToBack(fresh, into: file, from: 0, total: facts.contentLength, progressed: false)

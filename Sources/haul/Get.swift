@@ -43,7 +43,7 @@ struct Get: AsyncParsableCommand {
 
         let ids: [DownloadID]
         do {
-            ids = try await session.schedule(requests.map { DownloadSession.Request(url: $0.url, destination: $0.destination, options: $0.options) })
+            ids = try await session.schedule(requests)
         } catch {
             await session.shutdown()
             // Refused because a signal shut the session down meanwhile: that is no bad input.

@@ -110,11 +110,8 @@ struct AddOptions: ParsableArguments {
     var checksum: String?
 
     /// One URL to add: where it goes and what it asks.
-    struct Request: Sendable {
-        var url: URL
-        var destination: Destination
-        var options: RequestOptions
-    }
+    /// One URL to queue: the engine's request, so a batch goes to the session as it is.
+    typealias Request = DownloadSession.Request
 
     /// `settings` with the per-run flags of this group on top (the user agent).
     func apply(to settings: Settings) throws(UsageError) -> Settings {
