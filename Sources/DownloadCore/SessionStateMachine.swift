@@ -117,8 +117,8 @@ public struct SessionStateMachine: Sendable {
     /// Restored downloads this process does not run unless asked (`haul get` for other URLs): they
     /// stay queued for the process that runs the whole queue.
     public private(set) var held: Set<DownloadID> = []
-    /// Downloads by `URL.coalescingKey`, oldest first (computing a key parses the URL: too slow to
-    /// do for every download on every schedule). May name removed downloads; lookups skip them.
+    /// Downloads by `URL.coalescingKey`, oldest first, kept with every insertion and removal
+    /// (computing a key parses the URL: too slow to do for every download on every schedule).
     private var byKey: [String: [DownloadID]] = [:]
     private var nextID: Int64 = 1
     private var nextAttempt: UInt64 = 1
