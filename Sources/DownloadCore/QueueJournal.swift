@@ -12,13 +12,16 @@ public protocol QueueJournal: Sendable {
 /// One transaction's worth of queue changes.
 public struct QueueChanges: Sendable, Hashable {
     /// Downloads to insert or update, whole. Their `bytesOnDisk` is a checkpoint: the part file was
-    /// fsync'd at least that far before it was put here.
+    /// fsync'd at least that far before it was put here (written, for those in `unsynced`).
     public var saved: [Download] = []
     /// Queue positions that changed (every saved download's position is here too).
     public var positions: [DownloadID: Int] = [:]
     public var removed: [DownloadID] = []
     /// The boot these checkpoints were taken in (`/proc/sys/kernel/random/boot_id`).
     public var bootID: String?
+    /// Saved downloads whose checkpoint was taken without an fsync (`--no-fsync`): the bytes were
+    /// written, not synced, so after a reboot they are not trusted.
+    public var unsynced: Set<DownloadID> = []
 
     public init() {}
 
@@ -31,12 +34,18 @@ public struct StoredQueue: Sendable, Hashable {
     public var downloads: [Download]
     /// The boot each download's checkpoint was taken in.
     public var checkpointBoots: [DownloadID: String]
+    /// Downloads whose checkpoint was not fsync'd (`--no-fsync`).
+    public var unsyncedCheckpoints: Set<DownloadID>
     /// The first id never used (ids are not reused, even after a removal).
     public var nextID: Int64
 
-    public init(downloads: [Download] = [], checkpointBoots: [DownloadID: String] = [:], nextID: Int64 = 1) {
+    public init(
+        downloads: [Download] = [], checkpointBoots: [DownloadID: String] = [:], unsyncedCheckpoints: Set<DownloadID> = [],
+        nextID: Int64 = 1
+    ) {
         self.downloads = downloads
         self.checkpointBoots = checkpointBoots
+        self.unsyncedCheckpoints = unsyncedCheckpoints
         self.nextID = nextID
     }
 }

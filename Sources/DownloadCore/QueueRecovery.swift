@@ -3,7 +3,8 @@
 /// The bytes on disk are the truth after a crash: what `write(2)` accepted before a `kill -9` is in
 /// the page cache and survives, so the part file's real length is where to resume. After a reboot
 /// that is no longer true (unsynced pages may be zeros or gone), so only the checkpoint, which was
-/// fsync'd before it was written, is trusted.
+/// fsync'd before it was written, is trusted; a checkpoint taken without an fsync (`--no-fsync`) is
+/// not, and the download starts over.
 public enum QueueRecovery {
     /// What to do with one download before the queue runs.
     public struct Plan: Sendable, Hashable {
@@ -24,11 +25,12 @@ public enum QueueRecovery {
     ///   - download: the row as loaded; its `bytesOnDisk` is the last fsync'd checkpoint.
     ///   - partLength: the part file's length now, nil when there is none.
     ///   - checkpointBoot: the boot id stored with the checkpoint.
+    ///   - checkpointSynced: false when the checkpoint was stored without an fsync (`--no-fsync`).
     ///   - currentBoot: this boot's id (nil when unknown: then no reboot is assumed).
     ///   - destinationFileLength: the length of the file at a `.file` destination, nil when none.
     public static func plan(
-        _ download: Download, partLength: Int64?, checkpointBoot: String?, currentBoot: String?,
-        destinationFileLength: Int64? = nil
+        _ download: Download, partLength: Int64?, checkpointBoot: String?, checkpointSynced: Bool = true,
+        currentBoot: String?, destinationFileLength: Int64? = nil
     ) -> Plan {
         var download = download
         download.bytesPerSecond = 0
@@ -54,6 +56,11 @@ public enum QueueRecovery {
             return startOver(download, reason: "completed file was not placed before the previous process ended")
         case .queued, .downloading, .waiting, .paused, .failed:
             break
+        }
+        if rebooted && !checkpointSynced && (partLength ?? 0 > 0 || download.bytesOnDisk > 0 || !download.segments.isEmpty) {
+            // Nothing of the file was fsync'd: any of it may be zeros now. Starting over empties it.
+            download.segments = []
+            return startOver(download, reason: "rebooted, and the part file was never synced (--no-fsync)", truncateTo: partLength == nil ? nil : 0)
         }
         if !download.segments.isEmpty {
             return segmented(download, partLength: partLength)

@@ -34,6 +34,8 @@ public actor DownloadSession {
         /// fsync each file before it is reported completed.
         public var syncOnCompletion: Bool = true
         /// How often the bytes of each running download are fsync'd and checkpointed in the journal.
+        /// Without `syncOnCompletion` the checkpoint is not fsync'd: it is stored as unsynced, which
+        /// is trusted until a reboot.
         public var checkpointInterval: Duration = .seconds(1)
         public var logger: Logger = Logger(label: "haul.engine", factory: { _ in SwiftLogNoOpLogHandler() })
 
@@ -69,6 +71,12 @@ public actor DownloadSession {
     private var journalTail: Task<Void, Never>?
     /// The commit in line that has not started yet: new changes join it.
     private var waitingPublish: (task: Task<Void, Never>, showing: Bool, generation: UInt64)?
+    /// The publishes in line that only transfer events asked for: their snapshots may be throttled.
+    private var relaxedPublishes: Set<UInt64> = []
+    /// When the last snapshot was published, and the publish that will show what a throttled one
+    /// did not.
+    private var lastShown = ContinuousClock.now
+    private var trailingShow: Task<Void, Never>?
     private var publishGeneration: UInt64 = 0
     /// Each download as the journal last committed it (speed zero, bytes the checkpoint).
     private var committed: [DownloadID: Download] = [:]
@@ -80,6 +88,10 @@ public actor DownloadSession {
     private var uncommittedRemovals: Set<DownloadID> = []
     /// How far each part file is known to be fsync'd: the most a checkpoint may claim.
     private var durable: [DownloadID: Int64] = [:]
+    /// Downloads whose `durable` claim was counted without an fsync (`--no-fsync`); cleared by a sync.
+    private var unsynced: Set<DownloadID> = []
+    /// The rows last committed as unsynced.
+    private var committedUnsynced: Set<DownloadID> = []
     private var checkpointing: Set<DownloadID> = []
     /// The snapshot published last.
     private var published = SessionSnapshot(downloads: [], maxActive: 0)
@@ -193,6 +205,7 @@ public actor DownloadSession {
         try machine.remove(id)
         retryTimers.removeValue(forKey: id)?.cancel()
         durable[id] = nil
+        unsynced.remove(id)
         await publish().value
     }
 
@@ -250,6 +263,8 @@ public actor DownloadSession {
         retryTimers.removeAll()
         ticker?.cancel()
         ticker = nil
+        trailingShow?.cancel()
+        trailingShow = nil
         for transfer in transfers.values { transfer.task.cancel() }
         for tail in fileTails.values { await tail.value }
         await publish().value
@@ -279,6 +294,7 @@ public actor DownloadSession {
                 if case .file(let path) = download.destination { destinationLength = FileSync.length(path) }
                 let plan = QueueRecovery.plan(
                     download, partLength: partLength, checkpointBoot: stored.checkpointBoots[download.id],
+                    checkpointSynced: !stored.unsyncedCheckpoints.contains(download.id),
                     currentBoot: boot, destinationFileLength: destinationLength
                 )
                 if let length = plan.truncateTo { _ = FileSync.cut(download.partPath, to: length) }
@@ -295,6 +311,10 @@ public actor DownloadSession {
             let download = plan.download
             committed[download.id] = Self.rowValue(row)
             durable[download.id] = synced ? download.bytesOnDisk : min(download.bytesOnDisk, row.bytesOnDisk)
+            if stored.unsyncedCheckpoints.contains(download.id) {
+                committedUnsynced.insert(download.id)
+                if !synced { unsynced.insert(download.id) }
+            }
             if let note = plan.note {
                 notes.append("[\(download.id)] \(note)")
                 configuration.logger.notice("recovery", metadata: ["id": "\(download.id)", "note": "\(note)"])
@@ -450,6 +470,7 @@ public actor DownloadSession {
         if synced, let state = machine.download(id)?.state, state != .cancelled {
             if let parts = result.segments, outcome != .completed { machine.recordSegments(id, parts) }
             durable[id] = bytesOnDisk
+            unsynced.remove(id)
             journalDirty.insert(id)
         }
         configuration.logger.info("attempt ended", metadata: ["id": "\(id)", "attempt": "\(attempt)", "outcome": "\(outcome)"])
@@ -527,8 +548,10 @@ public actor DownloadSession {
 
     /// fsyncs the part file of each running download that grew, then lets the journal claim the
     /// bytes counted before the sync began. The sync runs on its own thread: the transfer keeps
-    /// writing meanwhile and never waits for it.
+    /// writing meanwhile and never waits for it. Without `syncOnCompletion` (`--no-fsync`) nothing
+    /// is synced: the bytes written are claimed at once, marked unsynced.
     private func checkpointRunning() {
+        let sync = configuration.syncOnCompletion
         for (id, transfer) in transfers where !checkpointing.contains(id) {
             let progress = transfer.progress
             // Read the truncation count first: a truncation after it makes the bytes void.
@@ -538,20 +561,24 @@ public actor DownloadSession {
             let parts = board?.segments
             let bytes = parts.map(Segments.bytesOnDisk) ?? progress.bytesOnDisk.load(ordering: .sequentiallyConsistent)
             guard truncations % 2 == 0, bytes > durable[id] ?? 0, let path = machine.download(id)?.partPath else { continue }
-            checkpointing.insert(id)
             let attempt = transfer.attempt
+            guard sync else {
+                checkpointed(id, attempt: attempt, bytes: bytes, parts: parts, valid: true, synced: false)
+                continue
+            }
+            checkpointing.insert(id)
             Task { [weak self] in
                 let synced = await FileSync.sync(path)
                 // The bytes counted were written before the sync began, unless the file was cut
                 // (or its parts thrown away) since.
                 let valid = synced && progress.truncations.load(ordering: .sequentiallyConsistent) == truncations
                     && progress.board === board
-                await self?.checkpointed(id, attempt: attempt, bytes: bytes, parts: parts, valid: valid)
+                await self?.checkpointed(id, attempt: attempt, bytes: bytes, parts: parts, valid: valid, synced: true)
             }
         }
     }
 
-    private func checkpointed(_ id: DownloadID, attempt: AttemptID, bytes: Int64, parts: [Segment]?, valid: Bool) {
+    private func checkpointed(_ id: DownloadID, attempt: AttemptID, bytes: Int64, parts: [Segment]?, valid: Bool, synced: Bool) {
         checkpointing.remove(id)
         guard valid, machine.runningAttempt(id) == attempt else { return }
         if let parts {
@@ -562,6 +589,7 @@ public actor DownloadSession {
         } else {
             durable[id] = max(durable[id] ?? 0, bytes)
         }
+        if !synced { unsynced.insert(id) }
         journalDirty.insert(id)
         publish(soon: true)
     }
@@ -583,7 +611,10 @@ public actor DownloadSession {
     private func publish(showing: Bool = true, soon: Bool = false) -> Task<Void, Never> {
         if let waiting = waitingPublish {
             // Cancelling only cuts the wait short.
-            if !soon { waiting.task.cancel() }
+            if !soon {
+                waiting.task.cancel()
+                relaxedPublishes.remove(waiting.generation)
+            }
             if waiting.showing == showing { return waiting.task }
         }
         let previous = journalTail
@@ -595,6 +626,7 @@ public actor DownloadSession {
             await self.commitAndYield(showing: showing, generation: generation)
         }
         waitingPublish = (task, showing, generation)
+        if soon { relaxedPublishes.insert(generation) }
         journalTail = task
         return task
     }
@@ -602,12 +634,30 @@ public actor DownloadSession {
     /// How long a transfer's event waits for others to share its commit and snapshot.
     static let joinWindow = Duration.milliseconds(10)
 
+    /// The least time between two snapshots that only transfer events asked for: 50 µs per
+    /// download (at most 250 ms), nothing for a short queue. A snapshot copies the whole queue and
+    /// each reader looks at all of it, so a long queue shows transfer events less often and the
+    /// cost of keeping up stays a bounded share of a core. A person's intent is shown at once.
+    private var snapshotGap: Duration {
+        .microseconds(min(250_000, machine.order.count * 50))
+    }
+
     private func commitAndYield(showing: Bool, generation: UInt64) async {
         // From here on, changes need a commit of their own.
         if waitingPublish?.generation == generation { waitingPublish = nil }
+        let urgent = relaxedPublishes.remove(generation) == nil
         let changes = takeChanges()
+        var show = showing
+        if showing, !urgent {
+            let since = lastShown.duration(to: .now)
+            let gap = snapshotGap
+            if since < gap {
+                show = false
+                showLater(after: gap - since)
+            }
+        }
         // Taken with the changes: it shows exactly what this commit wrote.
-        let snapshot = showing ? visibleSnapshot() : nil
+        let snapshot = show ? visibleSnapshot() : nil
         if let journal, !changes.isEmpty {
             // A busy or full disk may pass: retry for about three seconds before showing the change
             // anyway (the rows stay dirty, so the next commit writes them again).
@@ -637,7 +687,23 @@ public actor DownloadSession {
         }
         guard let snapshot else { return }
         published = snapshot
+        lastShown = .now
         continuation.yield(snapshot)
+    }
+
+    /// Publishes once `delay` has passed, to show what a throttled snapshot left out.
+    private func showLater(after delay: Duration) {
+        guard trailingShow == nil, !isShutDown else { return }
+        trailingShow = Task { [weak self] in
+            try? await Task.sleep(for: delay)
+            await self?.showTrailing()
+        }
+    }
+
+    private func showTrailing() {
+        trailingShow = nil
+        guard !isShutDown else { return }
+        publish(soon: true)
     }
 
     /// The machine's picture, with downloads being placed shown as they were last published.
@@ -670,14 +736,23 @@ public actor DownloadSession {
             guard let download = machine.download(id) else {
                 if committed.removeValue(forKey: id) != nil || uncommittedRemovals.remove(id) != nil { changes.removed.append(id) }
                 committedPositions[id] = nil
+                committedUnsynced.remove(id)
                 continue
             }
             var row = Self.rowValue(download)
+            var rowUnsynced = false
             if download.state != .completed && download.state != .cancelled {
                 row.bytesOnDisk = min(download.bytesOnDisk, durable[id] ?? 0)
+                rowUnsynced = unsynced.contains(id)
             }
-            guard committed[id] != row else { continue }
+            guard committed[id] != row || committedUnsynced.contains(id) != rowUnsynced else { continue }
             committed[id] = row
+            if rowUnsynced {
+                committedUnsynced.insert(id)
+                changes.unsynced.insert(id)
+            } else {
+                committedUnsynced.remove(id)
+            }
             changes.saved.append(row)
             if let index = committedPositions[id] { changes.positions[id] = index }
         }

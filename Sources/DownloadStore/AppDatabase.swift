@@ -146,6 +146,11 @@ public struct AppDatabase: QueueJournal, Sendable {
                 t.add(column: "connections", .integer).notNull().defaults(to: 1)
             }
         }
+        migrator.registerMigration("v5: unsynced checkpoints") { db in
+            try db.alter(table: "download") { t in
+                t.add(column: "checkpointSynced", .boolean).notNull().defaults(to: true)
+            }
+        }
         return migrator
     }
 
@@ -164,6 +169,7 @@ public struct AppDatabase: QueueJournal, Sendable {
                     }
                     queue.downloads.append(download)
                     if let boot = record.checkpointBootID { queue.checkpointBoots[download.id] = boot }
+                    if !record.checkpointSynced { queue.unsyncedCheckpoints.insert(download.id) }
                 }
                 let next = try Int64.fetchOne(db, sql: "SELECT next FROM idSequence WHERE name = 'download'") ?? 1
                 queue.nextID = max(next, (records.map(\.id).max() ?? 0) + 1)
@@ -207,7 +213,7 @@ public struct AppDatabase: QueueJournal, Sendable {
             )
             let position = changes.positions[download.id] ?? existing?["position"] ?? 0
             let record = DownloadRecord(
-                download, position: position, bootID: changes.bootID, now: now,
+                download, position: position, bootID: changes.bootID, synced: !changes.unsynced.contains(download.id), now: now,
                 createdAt: existing?["createdAt"], completedAt: existing?["completedAt"]
             )
             try record.save(db)

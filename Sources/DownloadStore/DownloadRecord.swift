@@ -46,6 +46,8 @@ struct DownloadRecord: Codable, FetchableRecord, PersistableRecord, Sendable {
     var connections: Int
     /// The boot the checkpoint was taken in; after a reboot only a synced checkpoint is trusted.
     var checkpointBootID: String?
+    /// False when the checkpoint was taken without an fsync (`--no-fsync`): not trusted after a reboot.
+    var checkpointSynced: Bool
     var createdAt: Date
     var updatedAt: Date
     var completedAt: Date?
@@ -83,7 +85,7 @@ struct RequesterRecord: Codable, FetchableRecord, PersistableRecord, Sendable {
 
 extension DownloadRecord {
     /// The row for `download` at `position`; timestamps are the store's.
-    init(_ download: Download, position: Int, bootID: String?, now: Date, createdAt: Date?, completedAt: Date?) {
+    init(_ download: Download, position: Int, bootID: String?, synced: Bool, now: Date, createdAt: Date?, completedAt: Date?) {
         id = download.id.rawValue
         url = download.url.absoluteString
         (destinationKind, destinationPath) = Self.encode(download.destination)
@@ -123,6 +125,7 @@ extension DownloadRecord {
         segments = download.segments.isEmpty ? nil : Segments.encode(download.segments)
         connections = download.options.connections
         checkpointBootID = bootID
+        checkpointSynced = synced
         self.createdAt = createdAt ?? now
         updatedAt = now
         self.completedAt = download.state == .completed ? (completedAt ?? now) : nil

@@ -50,6 +50,8 @@ struct QueueEditor {
             var changes = byBoot[boot] ?? QueueChanges()
             changes.bootID = boot
             changes.saved.append(download)
+            // The checkpoint is the stored one, synced or not.
+            if stored.unsyncedCheckpoints.contains(id) { changes.unsynced.insert(id) }
             byBoot[boot] = changes
         }
         var order = QueueChanges()

@@ -33,6 +33,36 @@ import Testing
         #expect(plan.note?.contains("rebooted") == true)
     }
 
+    @Test func anUnsyncedCheckpointIsTrustedInItsBootAndStartsOverAfterAReboot() throws {
+        // Given a checkpoint stored without an fsync (--no-fsync)
+        let download = try row(.downloading)
+        // In the same boot the page cache holds what write accepted: the file's length is the truth
+        let same = QueueRecovery.plan(download, partLength: 700, checkpointBoot: "b1", checkpointSynced: false, currentBoot: "b1")
+        #expect(same.download.bytesOnDisk == 700)
+        #expect(same.truncateTo == nil)
+        // After a reboot nothing of the file is known to be on disk: emptied, started over, said
+        let rebooted = QueueRecovery.plan(download, partLength: 700, checkpointBoot: "b1", checkpointSynced: false, currentBoot: "b2")
+        #expect(rebooted.truncateTo == 0)
+        #expect(rebooted.download.bytesOnDisk == 0)
+        #expect(rebooted.download.restartCount == 1)
+        #expect(rebooted.note == "rebooted, and the part file was never synced (--no-fsync): starting over from zero")
+        // A synced checkpoint after a reboot still resumes from itself
+        let synced = QueueRecovery.plan(download, partLength: 700, checkpointBoot: "b1", checkpointSynced: true, currentBoot: "b2")
+        #expect(synced.truncateTo == 400 && synced.download.bytesOnDisk == 400)
+    }
+
+    @Test func anUnsyncedSegmentedCheckpointStartsOverAfterAReboot() throws {
+        var download = try row(.downloading, checkpoint: 600)
+        download.segments = [Segment(start: 0, next: 300, end: 500), Segment(start: 500, next: 800, end: 1000)]
+        let rebooted = QueueRecovery.plan(download, partLength: 800, checkpointBoot: "b1", checkpointSynced: false, currentBoot: "b2")
+        #expect(rebooted.download.segments.isEmpty, "holes must never pass for a prefix")
+        #expect(rebooted.download.bytesOnDisk == 0)
+        #expect(rebooted.truncateTo == 0)
+        let same = QueueRecovery.plan(download, partLength: 800, checkpointBoot: "b1", checkpointSynced: false, currentBoot: "b1")
+        #expect(same.download.segments == download.segments)
+        #expect(same.download.bytesOnDisk == 600)
+    }
+
     @Test func afterARebootAShorterPartFileIsAllThereIs() throws {
         let plan = QueueRecovery.plan(try row(.downloading), partLength: 300, checkpointBoot: "b1", currentBoot: "b2")
         #expect(plan.truncateTo == nil)

@@ -367,6 +367,38 @@ import Testing
         }
     }
 
+    @Test func aLongQueueThrottlesItsSnapshotsButAlwaysShowsTheLastChange() async throws {
+        try await Harness.with({ $0.maxActive = 16 }) { h in
+            // 1,000 in the queue: transfer events are shown at most every 50 ms
+            let count = 1000
+            for index in 0..<count { h.server.serve("/many/\(index).bin", size: 512) }
+            let requests = (0..<count).map { index in
+                DownloadSession.Request(url: h.server.url("/many/\(index).bin"), destination: .directory(h.directory))
+            }
+            let reader = Task {
+                var shown = 0
+                for await snapshot in h.session.snapshots {
+                    shown += 1
+                    if snapshot.downloads.count == count, snapshot.downloads.allSatisfy({ $0.state == .completed }) { return shown }
+                }
+                return -1
+            }
+            let watchdog = Task {
+                try await Task.sleep(for: .seconds(90))
+                reader.cancel()
+            }
+            let started = ContinuousClock.now
+            _ = try await h.session.schedule(requests)
+            // The snapshot that shows the last completion comes, though nothing happens after it
+            let shown = await reader.value
+            let elapsed = started.duration(to: .now) / .milliseconds(1)
+            watchdog.cancel()
+            #expect(shown > 0, "the stream never showed every download completed")
+            // One snapshot for the schedule, then at most one per 50 ms (and the trailing one)
+            #expect(Double(shown) <= elapsed / 50 + 3, "\(shown) snapshots in \(Int(elapsed)) ms")
+        }
+    }
+
     @Test func aShortBodyIsRetriedNeverReportedComplete() async throws {
         try await Harness.with { h in
             var faults = Faults()

@@ -149,6 +149,34 @@ import Testing
         }
     }
 
+    @Test func withoutFsyncCheckpointsAreStoredUnsyncedUntilAPauseSyncsThem() async throws {
+        try await Bench.with { bench in
+            let size = 3 * 1024 * 1024
+            bench.server.serve("/n.bin", size: size, faults: stalled(at: size / 2))
+            let session = bench.session {
+                $0.syncOnCompletion = false
+                $0.checkpointInterval = .milliseconds(200)
+            }
+            let id = try await session.schedule(bench.server.url("/n.bin"), to: .file(bench.path("n.bin")))
+            // The checkpoint claims what was written, without waiting for a sync, and says so
+            var deadline = ContinuousClock.now + .seconds(20)
+            while try (bench.stored(id)?.bytesOnDisk ?? 0) < Int64(size / 2), ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(50))
+            }
+            #expect(try bench.stored(id)?.bytesOnDisk == Int64(size / 2))
+            #expect(try bench.database.loadQueue().unsyncedCheckpoints == [id])
+            // A pause fsyncs the part file: the row is a synced checkpoint again
+            try await session.pause(id)
+            deadline = ContinuousClock.now + .seconds(20)
+            while try bench.stored(id)?.state != .paused, ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(50))
+            }
+            #expect(try bench.stored(id)?.state == .paused)
+            #expect(try bench.database.loadQueue().unsyncedCheckpoints.isEmpty)
+            await session.shutdown()
+        }
+    }
+
     @Test func aNewSessionResumesAPausedDownloadFromTheDatabase() async throws {
         try await Bench.with { bench in
             let size = 2 * 1024 * 1024

@@ -50,8 +50,10 @@ import Testing
         new.saved = [second]
         new.positions = [second.id: 1]
         new.bootID = "boot-new"
+        new.unsynced = [second.id]
         try database.commit(batch: [old, new])
         let queue = try database.loadQueue()
+        #expect(queue.unsyncedCheckpoints == [second.id], "a --no-fsync checkpoint stays marked")
         #expect(queue.downloads.map(\.id) == [first.id, second.id])
         #expect(queue.downloads[0].options == first.options)
         #expect(queue.downloads[0].segments == first.segments, "every part's offset survives")
@@ -63,7 +65,7 @@ import Testing
         try database.saveSetting("maxActive", "5")
         try database.saveSetting("maxActive", "6")
         #expect(try AppDatabase.open(at: path).setting("maxActive") == "6")
-        #expect(try database.appliedMigrations().last == "v4: segmented downloads")
+        #expect(try database.appliedMigrations().last == "v5: unsynced checkpoints")
     }
 
     @Test func everyFieldSurvivesARoundTrip() throws {
@@ -158,7 +160,10 @@ import Testing
         // When the current code opens it
         let database = try AppDatabase.open(at: path)
         // Then every migration is applied and the row reads back with the new fields at their defaults
-        #expect(try database.appliedMigrations() == ["v1: queue", "v2: requesters and boot checkpoints", "v3: request options and settings", "v4: segmented downloads"])
+        #expect(try database.appliedMigrations() == [
+            "v1: queue", "v2: requesters and boot checkpoints", "v3: request options and settings", "v4: segmented downloads",
+            "v5: unsynced checkpoints",
+        ])
         let queue = try database.loadQueue()
         let row = try #require(queue.downloads.first)
         #expect(row.id == DownloadID(5))
@@ -170,6 +175,7 @@ import Testing
         #expect(row.pausedByShutdown == false)
         #expect(row.extraDestinations.isEmpty)
         #expect(queue.checkpointBoots.isEmpty)
+        #expect(queue.unsyncedCheckpoints.isEmpty, "checkpoints from before v5 were all synced")
         #expect(queue.nextID == 6)
     }
 
