@@ -14,8 +14,9 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
-        // Already in the graph through AsyncHTTPClient; named directly only for `--ca-certificate`
-        // (AsyncHTTPClient takes trust roots as a NIOSSL `TLSConfiguration`).
+        // Already in the graph through AsyncHTTPClient; named directly for `--ca-certificate`
+        // (AsyncHTTPClient takes trust roots as a NIOSSL `TLSConfiguration`) and for the loopback
+        // server's HTTPS mode (the TLS fault tests).
         .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
     ],
     targets: [
@@ -50,6 +51,7 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),

@@ -66,11 +66,14 @@ public struct ResponseFacts: Sendable, Hashable {
     public var etag: String?
     public var lastModified: String?
     public var retryAfter: String?
+    /// `WWW-Authenticate` (401) or `Proxy-Authenticate` (407): the credentials asked for.
+    public var authenticate: String?
 
     public init(
         status: Int, reasonPhrase: String = "", contentLength: Int64? = nil, contentRange: String? = nil,
-        etag: String? = nil, lastModified: String? = nil, retryAfter: String? = nil
+        etag: String? = nil, lastModified: String? = nil, retryAfter: String? = nil, authenticate: String? = nil
     ) {
+        self.authenticate = authenticate
         self.status = status
         self.reasonPhrase = reasonPhrase
         self.contentLength = contentLength
@@ -84,6 +87,28 @@ public struct ResponseFacts: Sendable, Hashable {
     public var statusText: String {
         let phrase = TerminalText.sanitize(reasonPhrase).trimmingCharacters(in: .whitespaces)
         return phrase.isEmpty ? "HTTP \(status)" : "HTTP \(status) \(phrase)"
+    }
+
+    /// Why a 4xx fails the download; a 401 or 407 names the credentials the server asks for.
+    public var failureText: String {
+        switch status {
+        case 401:
+            return "\(statusText): the server wants \(asked) credentials; give them as user:pass@ in the URL or with -H 'Authorization: …'"
+        case 407:
+            return "\(statusText): the proxy wants \(asked) credentials; give them as user:pass@ in the proxy URL"
+        default:
+            return statusText
+        }
+    }
+
+    /// "Basic (realm "files")" from `Basic realm="files"`; the scheme alone when there is no realm.
+    private var asked: String {
+        guard let authenticate = authenticate.map({ TerminalText.sanitize($0).trimmingCharacters(in: .whitespaces) }),
+              !authenticate.isEmpty else { return "some" }
+        let scheme = String(authenticate.prefix { $0 != " " && $0 != "," }.prefix(20))
+        guard let start = authenticate.range(of: "realm=\"", options: .caseInsensitive)?.upperBound,
+              let end = authenticate[start...].firstIndex(of: "\"") else { return scheme }
+        return "\(scheme) (realm \"\(authenticate[start..<end].prefix(60))\")"
     }
 }
 
@@ -125,7 +150,7 @@ public enum ResumeRules {
         case 408, 429, 500...599:
             return .retry(reason: response.statusText, retryAfter: response.retryAfter)
         case 400...499:
-            return .fail(reason: response.statusText)
+            return .fail(reason: response.failureText)
         default:
             return .fail(reason: "unexpected \(response.statusText)")
         }
@@ -220,7 +245,7 @@ extension ResumeRules {
         case 408, 429, 500...599:
             return .retry(reason: response.statusText, retryAfter: response.retryAfter)
         case 400...499:
-            return .fail(reason: response.statusText)
+            return .fail(reason: response.failureText)
         default:
             return .fail(reason: "unexpected \(response.statusText)")
         }

@@ -74,7 +74,8 @@ public struct SessionStateMachine: Sendable {
         /// wrote bytes (then the count of failures in a row starts again).
         case retryable(reason: String, retryAfter: Double?, progressed: Bool)
         case fatal(reason: String)
-        /// ENOSPC or EFBIG: pause with the reason; the part file is a valid prefix.
+        /// ENOSPC or EFBIG, or a destination that cannot be written (read-only, forbidden): pause
+        /// with the reason; the part file is a valid prefix.
         case diskFull(reason: String)
         /// The attempt was stopped from outside (pause, cancel, shutdown).
         case stopped

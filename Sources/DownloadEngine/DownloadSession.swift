@@ -27,6 +27,8 @@ public actor DownloadSession {
         public var limitBytesPerSecond: Int64?
         /// Connections a download usually opens (`--connections`): shares the rate limit.
         public var connections: Int = 1
+        /// Follow a redirect from https to http (`--allow-downgrade`); refused by default.
+        public var allowDowngrade: Bool = false
         /// A PEM file of CA certificates that replace the system's trust roots (like curl's --cacert).
         public var caCertificatePath: String?
         /// Proxies by scheme, and the hosts that bypass them.
@@ -393,7 +395,7 @@ public actor DownloadSession {
         let id = order.id
         let attempt = order.attempt
         let transfer = Transfer(
-            order: order, client: clients.client(for: order.url), progress: progress, hosts: hosts, limiter: limiter,
+            order: order, clients: clients, allowDowngrade: configuration.allowDowngrade, progress: progress, hosts: hosts, limiter: limiter,
             userAgent: configuration.userAgent,
             headTimeout: Self.timeAmount(configuration.connectTimeout + configuration.stallTimeout),
             stallSeconds: configuration.stallTimeout.components.seconds,

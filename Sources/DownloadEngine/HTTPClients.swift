@@ -41,7 +41,8 @@ struct HTTPClients: Sendable {
 
     private static func client(_ settings: Settings, proxy: ProxySettings.Server?) -> HTTPClient {
         var configuration = HTTPClient.Configuration(
-            redirectConfiguration: .follow(max: 10, allowCycles: false),
+            // Followed by the transfer itself, which checks every hop (`Redirects`).
+            redirectConfiguration: .disallow,
             timeout: .init(connect: settings.connectTimeout, read: settings.readTimeout),
             decompression: .disabled
         )

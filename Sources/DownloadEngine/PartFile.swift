@@ -1,3 +1,4 @@
+import DownloadCore
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -16,9 +17,13 @@ final class PartFile {
 
         /// ENOSPC or EFBIG: the download pauses instead of failing.
         var isDiskFull: Bool { code == ENOSPC || code == EFBIG || code == EDQUOT }
+        /// A read-only or forbidden destination: it pauses too, for a person to fix and resume.
+        var isUnwritable: Bool { code == EROFS || code == EACCES || code == EPERM }
 
         var description: String {
-            isDiskFull ? "disk full (\(String(cString: strerror(code))))" : "cannot \(operation) \(path): \(String(cString: strerror(code)))"
+            if isDiskFull { return "disk full (\(String(cString: strerror(code))))" }
+            let text = "cannot \(operation) \(TerminalText.sanitize(path)): \(String(cString: strerror(code)))"
+            return isUnwritable ? text + " (paused until it is writable)" : text
         }
     }
 

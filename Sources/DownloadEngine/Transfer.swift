@@ -76,7 +76,10 @@ struct Transfer: Sendable {
     }
 
     let order: SessionStateMachine.TransferOrder
-    let client: HTTPClient
+    /// The clients by URL (a redirect may lead to a URL another proxy serves).
+    let clients: HTTPClients
+    /// `--allow-downgrade`: follow a redirect from https to http.
+    let allowDowngrade: Bool
     let progress: TransferProgress
     let hosts: HostConnections
     /// The session's `--limit-rate`, shared by every transfer.
@@ -176,7 +179,7 @@ struct Transfer: Sendable {
     }
 
     private static func outcome(of failure: PartFile.Failure) -> Outcome {
-        failure.isDiskFull ? .diskFull(reason: failure.description) : .fatal(reason: failure.description)
+        failure.isDiskFull || failure.isUnwritable ? .diskFull(reason: failure.description) : .fatal(reason: failure.description)
     }
 
     /// A transient failure; `retryAfter` is the header's text.
@@ -192,9 +195,7 @@ struct Transfer: Sendable {
         var plan = plan
         var refetched = false
         while true {
-            let stream = ResponseStream(progress: progress, limiter: limiter)
-            stream.start(try request(range: plan.range, ifRange: plan.ifRange), on: client, headTimeout: headTimeout)
-            let (head, finalURL) = try await stream.head()
+            let (stream, head, finalURL) = try await open(range: plan.range, ifRange: plan.ifRange)
             let facts = Self.facts(of: head)
             let (offset, total, disposition): (Int64, Int64?, Disposition)
             switch ResumeRules.decide(plan: plan, response: facts, knownTotal: knownTotal, validators: validators) {
@@ -407,13 +408,16 @@ struct Transfer: Sendable {
             }
         }
         while !Task.isCancelled, let claim = board.withBoard({ $0.claim(for: index) }) {
-            let stream = ResponseStream(progress: progress, limiter: limiter)
             // However this part ends, its unwritten reservation goes back before the next claim.
             defer { board.withBoard { $0.release(part: claim.part) } }
+            let opened: (ResponseStream, HTTPResponseHead, URL)
             do {
-                let range = claim.from...(claim.to - 1)
-                stream.start(try request(range: range, ifRange: context.validators.ifRange), on: client, headTimeout: headTimeout)
-                let (head, finalURL) = try await stream.head()
+                opened = try await open(range: claim.from...(claim.to - 1), ifRange: context.validators.ifRange)
+            } catch {
+                return ended(by: error)
+            }
+            let (stream, head, finalURL) = opened
+            do {
                 let facts = Self.facts(of: head)
                 switch ResumeRules.decidePart(from: claim.from, response: facts, total: context.total, validators: context.validators) {
                 case .write:
@@ -484,16 +488,68 @@ struct Transfer: Sendable {
         return .completed
     }
 
-    /// A GET of the URL as requested (resumes too, never a redirect target), asking for `range`.
-    private func request(range: ClosedRange<Int64>?, ifRange: String?) throws -> HTTPClient.Request {
+    /// The response to a GET of the URL as requested (resumes too, never a redirect target of an
+    /// earlier attempt) asking for `range`, once it is not a redirect; and the URL that answered.
+    ///
+    /// Redirects are followed here, each hop with the same range and validator, and each checked
+    /// (`Redirects.decide`): a refused hop fails the download with its reason.
+    private func open(range: ClosedRange<Int64>?, ifRange: String?) async throws -> (ResponseStream, HTTPResponseHead, URL) {
+        var url = order.url
+        var visited = [url]
+        while true {
+            let stream = ResponseStream(progress: progress, limiter: limiter)
+            stream.start(try request(url, range: range, ifRange: ifRange), on: clients.client(for: url), headTimeout: headTimeout)
+            let head: HTTPResponseHead
+            let answered: URL?
+            do {
+                (head, answered) = try await stream.head()
+            } catch {
+                stream.cancel()
+                throw error
+            }
+            let decision = Redirects.decide(
+                status: Int(head.status.code), location: head.headers.first(name: "Location"), from: url, visited: visited,
+                allowDowngrade: allowDowngrade
+            )
+            switch decision {
+            case .answer:
+                // The URL as sent: without `user:pass@`.
+                return (stream, head, answered ?? url)
+            case .follow(let target):
+                stream.discard()
+                url = target
+                visited.append(target)
+            case .refuse(let reason):
+                stream.discard()
+                throw RedirectRefused(reason: reason)
+            }
+        }
+    }
+
+    /// A redirect haul does not follow: the download fails with the reason.
+    struct RedirectRefused: Error {
+        var reason: String
+    }
+
+    /// A GET of `url` asking for `range`. Credentials (`user:pass@`, `Authorization` and `Cookie`
+    /// headers) go only to the origin of the URL as requested, never to where it redirects.
+    private func request(_ url: URL, range: ClosedRange<Int64>?, ifRange: String?) throws -> HTTPClient.Request {
+        let sameOrigin = Redirects.sameOrigin(url, order.url)
         var headers = HTTPHeaders()
         headers.add(name: "User-Agent", value: userAgent)
         for field in order.options.headers {
-            if field.name.lowercased() == "user-agent" {
+            let name = field.name.lowercased()
+            if !sameOrigin, name == "authorization" || name == "cookie" { continue }
+            if name == "user-agent" {
                 headers.replaceOrAdd(name: field.name, value: field.value)
             } else {
                 headers.add(name: field.name, value: field.value)
             }
+        }
+        if sameOrigin, !headers.contains(name: "Authorization"), let user = url.user(percentEncoded: false) {
+            // Like curl: `user:pass@` in the URL is sent as Basic credentials.
+            let credentials = "\(user):\(url.password(percentEncoded: false) ?? "")"
+            headers.add(name: "Authorization", value: "Basic " + Data(credentials.utf8).base64EncodedString())
         }
         // Ranges count bytes of the representation: a compressed one would make offsets meaningless.
         headers.add(name: "Accept-Encoding", value: "identity")
@@ -502,7 +558,15 @@ struct Transfer: Sendable {
             headers.add(name: "Range", value: range.upperBound == .max ? "bytes=\(range.lowerBound)-" : "bytes=\(range.lowerBound)-\(range.upperBound)")
             if let ifRange { headers.add(name: "If-Range", value: ifRange) }
         }
-        return try HTTPClient.Request(url: order.url.absoluteString, method: .GET, headers: headers)
+        return try HTTPClient.Request(url: Self.withoutCredentials(url).absoluteString, method: .GET, headers: headers)
+    }
+
+    /// `url` without its `user:pass@` (sent as a header, never in the request line).
+    private static func withoutCredentials(_ url: URL) -> URL {
+        guard url.user != nil, var components = URLComponents(url: url, resolvingAgainstBaseURL: false) else { return url }
+        components.user = nil
+        components.password = nil
+        return components.url ?? url
     }
 
     private static func facts(of head: HTTPResponseHead) -> ResponseFacts {
@@ -514,7 +578,8 @@ struct Transfer: Sendable {
             contentRange: headers.first(name: "Content-Range"),
             etag: headers.first(name: "ETag").map(Self.trimmed),
             lastModified: headers.first(name: "Last-Modified").map(Self.trimmed),
-            retryAfter: headers.first(name: "Retry-After")
+            retryAfter: headers.first(name: "Retry-After"),
+            authenticate: headers.first(name: head.status.code == 407 ? "Proxy-Authenticate" : "WWW-Authenticate")
         )
     }
 
@@ -537,6 +602,9 @@ struct Transfer: Sendable {
 
     /// Network trouble waits and retries; a broken request or redirect fails for good.
     private func classify(_ error: any Error, progressed: Bool) -> Outcome {
+        if let refused = error as? RedirectRefused { return .fatal(reason: refused.reason) }
+        // A certificate that is not trusted now will not be on the next try either.
+        if let tls = Self.tlsFailure(String(describing: error)) { return .fatal(reason: tls) }
         if let error = error as? HTTPClientError {
             if error == .readTimeout {
                 return .retryable(reason: "stalled: no data for \(stallSeconds) s", retryAfter: nil, progressed: progressed)
@@ -550,8 +618,6 @@ struct Transfer: Sendable {
             if error == .remoteConnectionClosed {
                 return .retryable(reason: "connection closed by the server", retryAfter: nil, progressed: progressed)
             }
-            if error == .redirectLimitReached { return .fatal(reason: "too many redirects") }
-            if error == .redirectCycleDetected { return .fatal(reason: "redirect loop") }
             if [.invalidURL, .emptyHost, .emptyScheme].contains(error) || String(describing: error).contains("unsupportedScheme") {
                 return .fatal(reason: "invalid URL: \(TerminalText.sanitize(String(describing: error)))")
             }
@@ -561,9 +627,23 @@ struct Transfer: Sendable {
 
     private static func describe(_ error: any Error) -> String {
         let text = String(describing: error)
+        if let tls = tlsFailure(text) { return tls }
         if text.contains("connectionRefused") || text.contains("Connection refused") { return "connection refused" }
         if text.contains("Connection reset") || text.contains("ECONNRESET") { return "connection reset" }
         return TerminalText.sanitize(text)
+    }
+}
+
+extension Transfer {
+    /// A clear line for a certificate the client refused, from the TLS library's error text.
+    static func tlsFailure(_ text: String) -> String? {
+        if text.contains("failedToValidateHostname") {
+            return "TLS: the server's certificate is not for this host name"
+        }
+        guard text.contains("CERTIFICATE_VERIFY_FAILED") else { return nil }
+        // BoringSSL says only that verification failed, not why.
+        return "TLS: the server's certificate is not trusted (self-signed, expired, or from a CA this system does not trust);"
+            + " --ca-certificate FILE trusts the CA in FILE"
     }
 }
 

@@ -39,6 +39,14 @@ public struct Faults: Sendable, Hashable {
     public var shortRangeCount: Int = 1
     /// Send this Content-Disposition header verbatim.
     public var contentDisposition: String?
+    /// Say a total this many bytes off in the Content-Range of every 206 (the body is right).
+    public var rangeTotalError: Int = 0
+    /// Send this many bytes more than the Content-Length says, after the body.
+    public var extraBodyBytes: Int = 0
+    /// Answer nothing to the first this-many requests (the connection stays open, silent).
+    public var silentFirst: Int = 0
+    /// Further `Name: value` headers on every answer (`WWW-Authenticate` with a 401 …).
+    public var headers: [String] = []
     /// The resource changes (a new version: new bytes, ETag and Last-Modified) just before each of
     /// the first this-many Range requests is answered, as a file replaced while a download was paused.
     public var changeOnRangeRequests: Int = 0
@@ -87,4 +95,5 @@ struct ResourceEntry {
     var stallsServed = 0
     var shortRangesServed = 0
     var changesServed = 0
+    var silencesServed = 0
 }

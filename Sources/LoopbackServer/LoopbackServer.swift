@@ -2,6 +2,7 @@ import Foundation
 import NIOCore
 import NIOHTTP1
 import NIOPosix
+import NIOSSL
 import Synchronization
 
 /// An HTTP/1.1 server on 127.0.0.1 serving deterministic resources with Range, validators and
@@ -21,33 +22,57 @@ public final class LoopbackServer: Sendable {
     /// The port the server listens on.
     public let port: Int
     public let host: String
+    /// `https` when started with a certificate.
+    public let scheme: String
     private let state = Mutex(State())
     private let serverChannel: any Channel
     private let acceptLoop: Mutex<Task<Void, Never>?> = Mutex(nil)
     /// A fixed date, so Last-Modified is the same on every run; each version adds a day.
     private static let epoch = Date(timeIntervalSince1970: 1_767_225_600)
 
-    /// Starts a server; port 0 picks a free one.
-    public static func start(host: String = "127.0.0.1", port: Int = 0) async throws -> LoopbackServer {
+    /// A PEM certificate chain and its private key: the server speaks HTTPS with them.
+    public struct TLSFiles: Sendable {
+        public var certificatePath: String
+        public var keyPath: String
+
+        public init(certificatePath: String, keyPath: String) {
+            self.certificatePath = certificatePath
+            self.keyPath = keyPath
+        }
+    }
+
+    /// Starts a server; port 0 picks a free one. With `tls`, it speaks HTTPS.
+    public static func start(host: String = "127.0.0.1", port: Int = 0, tls: TLSFiles? = nil) async throws -> LoopbackServer {
+        let context = try tls.map { files in
+            let configuration = TLSConfiguration.makeServerConfiguration(
+                certificateChain: try NIOSSLCertificate.fromPEMFile(files.certificatePath).map { .certificate($0) },
+                privateKey: .privateKey(try NIOSSLPrivateKey(file: files.keyPath, format: .pem))
+            )
+            return try NIOSSLContext(configuration: configuration)
+        }
         let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(.backlog, value: 256)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
             .bind(host: host, port: port) { channel in
                 channel.eventLoop.makeCompletedFuture {
+                    if let context {
+                        try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: context))
+                    }
                     try channel.pipeline.syncOperations.configureHTTPServerPipeline()
                     return try Connection(wrappingChannelSynchronously: channel)
                 }
             }
-        let server = LoopbackServer(channel: channel, host: host)
+        let server = LoopbackServer(channel: channel, host: host, scheme: tls == nil ? "http" : "https")
         server.run(channel)
         return server
     }
 
-    private init(channel: NIOAsyncChannel<Connection, Never>, host: String) {
+    private init(channel: NIOAsyncChannel<Connection, Never>, host: String, scheme: String) {
         serverChannel = channel.channel
         port = channel.channel.localAddress?.port ?? 0
         self.host = host
+        self.scheme = scheme
     }
 
     private func run(_ channel: NIOAsyncChannel<Connection, Never>) {
@@ -75,11 +100,11 @@ public final class LoopbackServer: Sendable {
 
     // MARK: Configuration
 
-    /// `http://127.0.0.1:PORT/path`.
+    /// `http://127.0.0.1:PORT/path` (`https` for a TLS server).
     public func url(_ path: String) -> URL {
         let slash = path.hasPrefix("/") ? "" : "/"
         // A literal built from a host and a port parses; fall back to the root only if it did not.
-        return URL(string: "http://\(host):\(port)\(slash)\(path)") ?? URL(fileURLWithPath: "/")
+        return URL(string: "\(scheme)://\(host):\(port)\(slash)\(path)") ?? URL(fileURLWithPath: "/")
     }
 
     /// Serves `size` deterministic bytes at `path` (replacing what was there, version 1).
@@ -205,6 +230,10 @@ public final class LoopbackServer: Sendable {
             return (state.log.count - 1, Self.plan(for: request, path: path, state: &state))
         }
         defer { state.withLock { $0.inFlight -= 1 } }
+        if plan.silent {
+            try await channel.closeFuture.get()
+            return false
+        }
         setStatus(index, plan.status)
 
         var headers = plan.headers
@@ -233,6 +262,8 @@ public final class LoopbackServer: Sendable {
         var status: Int
         var headers: HTTPHeaders
         var body: BodyPlan?
+        /// Say nothing at all: hold the connection until the client gives up.
+        var silent = false
     }
 
     /// Decides status, headers and body of a response; counts the faults it uses.
@@ -249,6 +280,14 @@ public final class LoopbackServer: Sendable {
         }
         defer { state.resources[path] = entry }
         let faults = entry.faults
+        if entry.silencesServed < faults.silentFirst {
+            entry.silencesServed += 1
+            return ResponsePlan(status: 0, headers: headers, body: nil, silent: true)
+        }
+        for line in faults.headers {
+            let parts = line.split(separator: ":", maxSplits: 1)
+            if parts.count == 2 { headers.add(name: String(parts[0]), value: parts[1].trimmingCharacters(in: .whitespaces)) }
+        }
         if let status = faults.fixedStatus {
             headers.add(name: "Content-Length", value: "0")
             return ResponsePlan(status: status, headers: headers, body: nil)
@@ -299,7 +338,7 @@ public final class LoopbackServer: Sendable {
                     end = max(start + 1, end - faults.shortRangeBy)
                 }
                 range = start..<end
-                headers.add(name: "Content-Range", value: "bytes \(range.lowerBound)-\(range.upperBound - 1)/\(entry.size)")
+                headers.add(name: "Content-Range", value: "bytes \(range.lowerBound)-\(range.upperBound - 1)/\(entry.size + faults.rangeTotalError)")
             }
         }
         if !faults.chunked { headers.add(name: "Content-Length", value: String(range.count)) }
@@ -386,6 +425,14 @@ public final class LoopbackServer: Sendable {
             if let cutoff, sent >= cutoff {
                 return try await misbehave(body, channel: channel)
             }
+        }
+        if faults.extraBodyBytes > 0 {
+            // More than the Content-Length said: the client must not take it as part of the body.
+            let extra = channel.allocator.buffer(repeating: 0x58, count: faults.extraBodyBytes)
+            try await outbound.write(.body(.byteBuffer(extra)))
+            try await outbound.write(.end(nil))
+            finish(index)
+            return false
         }
         try await outbound.write(.end(nil))
         finish(index)

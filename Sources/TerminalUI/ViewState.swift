@@ -112,6 +112,10 @@ public struct ViewState: Sendable {
             selectedIndex = min(selectedIndex, downloads.count - 1)
             selected = downloads[selectedIndex].id
         }
+        // A question about a download that left the queue has nothing left to ask about.
+        if case .confirm(let confirmation) = overlay, case .cancel(let id) = confirmation.kind, snapshot[id] == nil {
+            overlay = nil
+        }
         clampScroll()
     }
 

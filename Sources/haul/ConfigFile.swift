@@ -17,6 +17,7 @@ struct Settings: Sendable, Equatable {
     var userAgent: String?
     var caCertificate: String?
     var fsync = true
+    var allowDowngrade = false
     var refresh: Double = 10
     var ascii = false
     /// From the environment (`http_proxy` …), like curl.
@@ -29,12 +30,12 @@ struct Settings: Sendable, Equatable {
 ///
 /// Keys are the long option names: `dir`, `state`, `max-active`, `max-tries`, `connect-timeout`,
 /// `stall-timeout`, `limit-rate`, `connections`, `header` (repeatable), `user-agent`, `ca-certificate`, `fsync`,
-/// `refresh`, `ascii`. Paths may start with `~/`; other relative paths are taken from the home
+/// `allow-downgrade`, `refresh`, `ascii`. Paths may start with `~/`; other relative paths are taken from the home
 /// directory. An unknown key or a bad value is an error naming the file and line.
 enum ConfigFile {
     static let keys = [
         "dir", "state", "max-active", "max-tries", "connect-timeout", "stall-timeout", "limit-rate",
-        "connections", "header", "user-agent", "ca-certificate", "fsync", "refresh", "ascii",
+        "connections", "header", "user-agent", "ca-certificate", "fsync", "allow-downgrade", "refresh", "ascii",
     ]
 
     /// The file to read: `--config`, else `$HAUL_CONFIG`, else the XDG location; `explicit` when
@@ -82,6 +83,7 @@ enum ConfigFile {
         case "user-agent": settings.userAgent = try OptionCheck.userAgent(value)
         case "ca-certificate": settings.caCertificate = try path(value, home: home)
         case "fsync": settings.fsync = try boolean(value, key)
+        case "allow-downgrade": settings.allowDowngrade = try boolean(value, key)
         case "refresh": settings.refresh = try OptionCheck.refresh(value)
         case "ascii": settings.ascii = try boolean(value, key)
         case "checksum", "output":

@@ -29,6 +29,9 @@ struct SessionOptions: ParsableArguments {
     @Flag(inversion: .prefixedNo, help: "fsync each file before it is reported completed (default; --no-fsync for scratch downloads).")
     var fsync: Bool?
 
+    @Flag(help: "Follow a redirect from https to http (refused by default: the rest would travel unencrypted).")
+    var allowDowngrade = false
+
     /// `settings` with these flags and the environment's proxies on top, checked.
     func apply(to settings: Settings, environment: [String: String] = ProcessInfo.processInfo.environment) throws(UsageError) -> Settings {
         var settings = settings
@@ -42,6 +45,7 @@ struct SessionOptions: ParsableArguments {
             settings.caCertificate = LocalPath.absolute(caCertificate, in: working)
         }
         if let fsync { settings.fsync = fsync }
+        if allowDowngrade { settings.allowDowngrade = true }
         do {
             if let path = settings.caCertificate { try TrustRoots.check(path) }
         } catch {
@@ -68,6 +72,7 @@ struct SessionOptions: ParsableArguments {
         configuration.connections = settings.connections
         configuration.caCertificatePath = settings.caCertificate
         configuration.syncOnCompletion = settings.fsync
+        configuration.allowDowngrade = settings.allowDowngrade
         configuration.proxies = settings.proxies
         if let userAgent = settings.userAgent { configuration.userAgent = userAgent }
         return configuration

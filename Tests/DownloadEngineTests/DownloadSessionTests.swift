@@ -229,7 +229,7 @@ import Testing
             }
             let id = try await h.session.schedule(h.server.url("/loop0"), to: .directory(h.directory))
             let done = try await h.wait(id) { $0.state.isFinished }
-            #expect(done.state == .failed(reason: "too many redirects"))
+            #expect(done.state == .failed(reason: "too many redirects (more than 10)"))
         }
     }
 

@@ -55,6 +55,11 @@ final class TmuxSession: @unchecked Sendable {
         _ = tmux(["send-keys", "-l", text])
     }
 
+    /// The pane's title: what an OSC 0 sequence that reached the terminal would have set.
+    var title: String {
+        tmux(["display-message", "-p", "#{pane_title}"]).output.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
     func resize(width: Int, height: Int) {
         _ = tmux(["resize-window", "-x", "\(width)", "-y", "\(height)"])
     }

@@ -1,0 +1,415 @@
+import DownloadCore
+import DownloadEngine
+import Foundation
+import LoopbackServer
+import Testing
+
+/// The fault matrix of the README ("What haul does when …"), row by row, against the real loopback
+/// server. Rows tested elsewhere name their tests in the README.
+@Suite struct FaultMatrixTests {
+    // MARK: 1. Connection reset
+
+    @Test("1: a reset at the first byte, the second, mid-body or before the last byte resumes to the right file",
+          arguments: [0, 1, 1_536 * 1024, 3 * 1024 * 1024 - 1])
+    func resetAnywhereInTheBody(at point: Int) async throws {
+        try await Harness.with { h in
+            let size = 3 * 1024 * 1024
+            var faults = Faults()
+            faults.resetAfterBytes = point
+            h.server.serve("/r.bin", size: size, faults: faults)
+            let target = h.path("r.bin")
+            let id = try await h.session.schedule(h.server.url("/r.bin"), to: .file(target))
+            try await h.waitCompleted(id)
+            #expect(sha256(ofFile: target) == h.server.sha256("/r.bin"))
+            let gets = h.gets("/r.bin")
+            #expect(gets.count == 2, "one reset, one resume")
+            // What reached the disk before the reset is kept; a reset may only lose what was in flight.
+            if let range = gets.last?.range {
+                let offset = try #require(Int(range.dropFirst("bytes=".count).dropLast()))
+                #expect(offset > 0 && offset <= point)
+                #expect(gets.last?.ifRange != nil, "every resume carries its validator")
+            } else {
+                #expect(point <= 1, "nothing on disk: asked for the whole file again")
+            }
+        }
+    }
+
+    // MARK: 2. A 206 that does not fit
+
+    @Test("2: a 206 at the wrong offset, or with another total, is never appended: the file restarts")
+    func a206ThatDoesNotFitRestarts() async throws {
+        try await Harness.with { h in
+            let size = 2 * 1024 * 1024
+            let cases: [(String, String, (inout Faults) -> Void)] = [
+                ("/offset.bin", "server sent bytes from \(size / 2 + 1000), asked for \(size / 2)", { $0.rangeOffsetError = 1000 }),
+                ("/total.bin", "resource changed (length \(size + 5), was \(size))", { $0.rangeTotalError = 5 }),
+            ]
+            for (path, reason, adjust) in cases {
+                var faults = stalled(at: size / 2)
+                adjust(&faults)
+                h.server.serve(path, size: size, faults: faults)
+                let target = h.path(String(path.dropFirst()))
+                let id = try await h.session.schedule(h.server.url(path), to: .file(target))
+                try await h.wait(id) { $0.bytesOnDisk == Int64(size / 2) }
+                try await h.session.pause(id)
+                try await h.session.resume(id)
+                let done = try await h.waitCompleted(id)
+                #expect(sha256(ofFile: target) == h.server.sha256(path), "\(path): the bad 206 was never written")
+                #expect(done.restartCount == 1, "\(path)")
+                #expect(done.restartReason == reason)
+                #expect(h.gets(path).map(\.status) == [200, 206, 200], "\(path): first body, bad 206, a fresh whole body")
+            }
+        }
+    }
+
+    // MARK: 3. A body longer than its Content-Length
+
+    @Test("3: bytes past the Content-Length are never written")
+    func bytesPastTheLengthAreNeverWritten() async throws {
+        try await Harness.with { h in
+            var faults = Faults()
+            faults.extraBodyBytes = 64 * 1024
+            h.server.serve("/long.bin", size: 300_000, faults: faults)
+            let target = h.path("long.bin")
+            let id = try await h.session.schedule(h.server.url("/long.bin"), to: .file(target))
+            let done = try await h.waitCompleted(id)
+            #expect(fileSize(target) == 300_000)
+            #expect(done.bytesOnDisk == 300_000)
+            #expect(sha256(ofFile: target) == h.server.sha256("/long.bin"))
+        }
+    }
+
+    // MARK: 4. The resource changes between two resumes
+
+    @Test("4: a change between two resumes is caught with a weak ETag (Last-Modified is sent) or Last-Modified alone",
+          arguments: ["weak ETag", "Last-Modified only"])
+    func aChangeBetweenTwoResumesRestarts(validators: String) async throws {
+        try await Harness.with { h in
+            let size = 2 * 1024 * 1024
+            let faults = stalled(at: size / 4) { faults in
+                faults.stallCount = 2
+                if validators == "weak ETag" { faults.weakETag = true } else { faults.omitETag = true }
+            }
+            h.server.serve("/v.bin", size: size, faults: faults)
+            let target = h.path("v.bin")
+            let id = try await h.session.schedule(h.server.url("/v.bin"), to: .file(target))
+            // First stop, first resume: the same version, appended
+            try await h.wait(id) { $0.bytesOnDisk == Int64(size / 4) }
+            try await h.session.pause(id)
+            try await h.session.resume(id)
+            try await h.wait(id) { $0.bytesOnDisk == Int64(size / 2) }
+            try await h.session.pause(id)
+            // Second stop: the file changes on the server before the second resume
+            h.server.change("/v.bin")
+            try await h.session.resume(id)
+            let done = try await h.waitCompleted(id)
+            #expect(sha256(ofFile: target) == h.server.sha256("/v.bin"), "the new version, never a splice")
+            #expect(done.restartCount == 1)
+            let gets = h.gets("/v.bin")
+            #expect(gets.map(\.status) == [200, 206, 200])
+            // A weak ETag may not be used in If-Range: the date is sent instead
+            let ifRanges = gets.compactMap(\.ifRange)
+            #expect(ifRanges.count == 2)
+            #expect(ifRanges.allSatisfy { !$0.hasPrefix("W/") && !$0.hasPrefix("\"") }, "\(ifRanges)")
+        }
+    }
+
+    // MARK: 5. Redirects
+
+    @Test("5: each redirect status is followed, with relative and absolute Locations, and resumes start from the original URL",
+          arguments: [301, 302, 303, 307, 308])
+    func redirectStatusesAreFollowed(status: Int) async throws {
+        try await Harness.with { h in
+            let size = 1024 * 1024
+            h.server.serve("/files/real.bin", size: size, faults: stalled(at: size / 2))
+            h.server.redirect("/start", to: h.server.url("/hop/one").absoluteString, status: status)
+            h.server.redirect("/hop/one", to: "../files/real.bin", status: status)
+            let target = h.path("real.bin")
+            let id = try await h.session.schedule(h.server.url("/start"), to: .file(target))
+            try await h.wait(id) { $0.bytesOnDisk == Int64(size / 2) }
+            try await h.session.pause(id)
+            try await h.session.resume(id)
+            let done = try await h.waitCompleted(id)
+            #expect(sha256(ofFile: target) == h.server.sha256("/files/real.bin"))
+            #expect(done.finalURL == h.server.url("/files/real.bin"))
+            #expect(h.server.requests("/start").count == 2, "the resume went to the URL as given")
+            #expect(h.gets("/files/real.bin").last?.range == "bytes=\(size / 2)-")
+        }
+    }
+
+    @Test("5: a redirect loop and more than 10 hops fail with the reason")
+    func loopsAndLongChainsFail() async throws {
+        try await Harness.with { h in
+            h.server.redirect("/loop/a", to: "/loop/b")
+            h.server.redirect("/loop/b", to: "a")
+            for hop in 0...11 { h.server.redirect("/chain/\(hop)", to: "/chain/\(hop + 1)", status: 301) }
+            h.server.serve("/chain/12", size: 10)
+            let loop = try await h.session.schedule(h.server.url("/loop/a"), to: .file(h.path("loop.bin")))
+            let chain = try await h.session.schedule(h.server.url("/chain/0"), to: .file(h.path("chain.bin")))
+            let looped = try await h.wait(loop) { $0.state.isFinished }
+            #expect(looped.state == .failed(reason: "redirect loop: \(h.server.url("/loop/a").absoluteString) was visited before"))
+            let long = try await h.wait(chain) { $0.state.isFinished }
+            #expect(long.state == .failed(reason: "too many redirects (more than 10)"))
+            #expect(h.server.requests("/chain/10").count == 1)
+            #expect(h.server.requests("/chain/11").isEmpty, "the eleventh hop is not taken")
+            #expect(!FileManager.default.fileExists(atPath: h.path("loop.bin.part")))
+        }
+    }
+
+    @Test("5: a redirect from https to http is refused unless allowed; credentials never follow to another origin")
+    func aDowngradeIsRefusedUnlessAllowed() async throws {
+        let tls = try TLSFixture()
+        defer { tls.remove() }
+        let plain = try await LoopbackServer.start()
+        let secure = try await LoopbackServer.start(tls: tls.files)
+        defer { Task { await plain.shutdown(); await secure.shutdown() } }
+        plain.serve("/x.bin", size: 5000)
+        secure.redirect("/down", to: plain.url("/x.bin").absoluteString)
+        for allow in [false, true] {
+            try await Harness.with({
+                $0.caCertificatePath = tls.files.certificatePath
+                $0.allowDowngrade = allow
+            }) { h in
+                var options = RequestOptions()
+                options.headers = [HeaderField(name: "Authorization", value: "Bearer secret"), HeaderField(name: "X-Other", value: "1")]
+                let id = try await h.session.schedule(secure.url("/down"), to: .file(h.path("x.bin")), options: options)
+                let done = try await h.wait(id) { $0.state.isFinished }
+                if allow {
+                    #expect(done.state == .completed)
+                    #expect(sha256(ofFile: h.path("x.bin")) == plain.sha256("/x.bin"))
+                    let headers = try #require(plain.requests("/x.bin").last?.headers)
+                    #expect(headers.contains("X-Other: 1"))
+                    #expect(!headers.contains { $0.lowercased().hasPrefix("authorization") }, "credentials stay with their origin")
+                } else {
+                    #expect(done.state == .failed(reason:
+                        "refused a redirect from https to http: \(plain.url("/x.bin").absoluteString) (--allow-downgrade allows it)"))
+                    #expect(plain.requests("/x.bin").isEmpty, "nothing was sent in the clear")
+                }
+            }
+        }
+    }
+
+    // MARK: 6. Hostile names
+
+    @Test("6: hostile Content-Disposition names become safe local names", arguments: [
+        ("attachment; filename=\"../../../etc/passwd\"", "passwd"),
+        ("attachment; filename=\"/etc/shadow\"", "shadow"),
+        ("attachment; filename*=UTF-8''a%00b%0Dc%0A.txt", "abc.txt"),
+        ("attachment; filename*=UTF-8''%1B%5D0%3Bpwned%07%1B%5B2J.txt", "]0;pwned[2J.txt"),
+        ("attachment; filename*=UTF-8''%E2%82%AC%20rates.pdf", "€ rates.pdf"),
+        ("attachment; filename=\"..\"", "download.php"),
+    ])
+    func hostileNamesBecomeSafe(header: String, expected: String) async throws {
+        try await Harness.with { h in
+            var faults = Faults()
+            faults.contentDisposition = header
+            h.server.serve("/download.php", size: 1000, faults: faults)
+            let id = try await h.session.schedule(h.server.url("/download.php"), to: .directory(h.directory))
+            let done = try await h.waitCompleted(id)
+            #expect(done.completedPath == h.path(expected))
+            #expect(sha256(ofFile: h.path(expected)) == h.server.sha256("/download.php"))
+        }
+    }
+
+    @Test("6: a name of 1,000 bytes is cut to a file name the disk takes, keeping its extension")
+    func aLongNameIsCut() async throws {
+        try await Harness.with { h in
+            var faults = Faults()
+            faults.contentDisposition = "attachment; filename=\"\(String(repeating: "é", count: 500)).iso\""
+            h.server.serve("/long", size: 1000, faults: faults)
+            let id = try await h.session.schedule(h.server.url("/long"), to: .directory(h.directory))
+            let done = try await h.waitCompleted(id)
+            let name = try #require(done.completedPath.map { ($0 as NSString).lastPathComponent })
+            #expect(name.utf8.count <= 255)
+            #expect(name.hasSuffix(".iso"))
+            #expect(name.hasPrefix("éé"))
+            #expect(done.completedPath == h.path(name))
+        }
+    }
+
+    // MARK: 10. A destination that cannot be written
+
+    @Test("10: a part file that cannot be written pauses with the reason, keeps its prefix, and the others go on")
+    func anUnwritablePartFilePauses() async throws {
+        try await Harness.with { h in
+            let size = 1024 * 1024
+            h.server.serve("/ro.bin", size: size, faults: stalled(at: size / 2))
+            h.server.serve("/other.bin", size: size)
+            let target = h.path("ro.bin")
+            let part = target + ".part"
+            let id = try await h.session.schedule(h.server.url("/ro.bin"), to: .file(target))
+            try await h.wait(id) { $0.bytesOnDisk == Int64(size / 2) }
+            try await h.session.pause(id)
+            // Root ignores modes: the immutable attribute stops it too.
+            let locked = getuid() == 0 ? try tool("/usr/bin/chattr", ["+i", part]) : chmod(part, 0o444) == 0
+            #expect(locked, "the part file could not be made read-only")
+            defer { _ = getuid() == 0 ? (try? tool("/usr/bin/chattr", ["-i", part])) : chmod(part, 0o644) == 0 }
+            try await h.session.resume(id)
+            let paused = try await h.wait(id) { $0.state == .paused && $0.lastError != nil }
+            let reason = try #require(paused.lastError)
+            #expect(reason.hasPrefix("cannot open \(part): ") && reason.hasSuffix(" (paused until it is writable)"), "\(reason)")
+            #expect(Array(FileManager.default.contents(atPath: part) ?? Data()) == Array(h.server.content("/ro.bin").prefix(size / 2)))
+            let other = try await h.session.schedule(h.server.url("/other.bin"), to: .file(h.path("other.bin")))
+            try await h.waitCompleted(other)
+            #expect(sha256(ofFile: h.path("other.bin")) == h.server.sha256("/other.bin"), "the other download goes on")
+            // Writable again: the resume picks up the prefix
+            #expect(getuid() == 0 ? try tool("/usr/bin/chattr", ["-i", part]) : chmod(part, 0o644) == 0)
+            try await h.session.resume(id)
+            try await h.waitCompleted(id)
+            #expect(sha256(ofFile: target) == h.server.sha256("/ro.bin"))
+            #expect(h.gets("/ro.bin").last?.range == "bytes=\(size / 2)-")
+        }
+    }
+
+    /// Runs a tool; true when it exits 0.
+    private func tool(_ path: String, _ arguments: [String]) throws -> Bool {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: path)
+        process.arguments = arguments
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        process.waitUntilExit()
+        return process.terminationStatus == 0
+    }
+
+    // MARK: 11. Statuses
+
+    @Test("11: 403, 404 and 410 fail with the status and leave no file", arguments: [403, 404, 410])
+    func clientErrorsFail(status: Int) async throws {
+        try await Harness.with { h in
+            var faults = Faults()
+            faults.fixedStatus = status
+            h.server.serve("/gone.bin", size: 10, faults: faults)
+            let target = h.path("gone.bin")
+            let id = try await h.session.schedule(h.server.url("/gone.bin"), to: .file(target))
+            let done = try await h.wait(id) { $0.state.isFinished }
+            guard case .failed(let reason) = done.state else {
+                Issue.record("ended \(done.state)")
+                return
+            }
+            #expect(reason.hasPrefix("HTTP \(status) "))
+            #expect(!FileManager.default.fileExists(atPath: target))
+            #expect(!FileManager.default.fileExists(atPath: target + ".part"))
+            #expect(h.gets("/gone.bin").count == 1, "not retried")
+        }
+    }
+
+    @Test("11: a 401 names the credentials the server asks for; user:pass@ in the URL is sent as Basic")
+    func unauthorizedNamesTheCredentials() async throws {
+        try await Harness.with { h in
+            var faults = Faults()
+            faults.fixedStatus = 401
+            faults.headers = ["WWW-Authenticate: Basic realm=\"files\""]
+            h.server.serve("/private.bin", size: 10, faults: faults)
+            let id = try await h.session.schedule(h.server.url("/private.bin"), to: .file(h.path("private.bin")))
+            let done = try await h.wait(id) { $0.state.isFinished }
+            #expect(done.state == .failed(reason:
+                "HTTP 401 Unauthorized: the server wants Basic (realm \"files\") credentials; give them as user:pass@ in the URL or with -H 'Authorization: …'"))
+
+            h.server.serve("/open.bin", size: 10)
+            var components = try #require(URLComponents(url: h.server.url("/open.bin"), resolvingAgainstBaseURL: false))
+            components.user = "bob"
+            components.password = "s3cret"
+            let withUser = try await h.session.schedule(try #require(components.url), to: .file(h.path("open.bin")))
+            try await h.waitCompleted(withUser)
+            let sent = try #require(h.gets("/open.bin").last)
+            #expect(sent.headers.contains("Authorization: Basic " + Data("bob:s3cret".utf8).base64EncodedString()))
+        }
+    }
+
+    @Test("11: 429 and 503 wait at least their Retry-After", arguments: [429, 503])
+    func retryAfterIsHonoured(status: Int) async throws {
+        try await Harness.with { h in
+            var faults = Faults()
+            faults.failFirst = 1
+            faults.failStatus = status
+            faults.retryAfter = "2"
+            h.server.serve("/busy.bin", size: 1024, faults: faults)
+            let started = ContinuousClock.now
+            let id = try await h.session.schedule(h.server.url("/busy.bin"), to: .file(h.path("busy.bin")))
+            let waiting = try await h.wait(id) { if case .waiting = $0.state { return true } else { return false } }
+            guard case .waiting(_, let reason) = waiting.state else { return }
+            #expect(reason.hasPrefix("HTTP \(status)"), "the row says what it waits for")
+            try await h.waitCompleted(id)
+            #expect(started.duration(to: .now) >= .milliseconds(1950))
+            #expect(h.gets("/busy.bin").map(\.status) == [status, 200])
+        }
+    }
+
+    // MARK: 12. A server that says nothing
+
+    @Test("12: a server that never answers, then one that stops mid-body: each given up on at its timeout, retried from the bytes on disk")
+    func aSilentServerIsRetried() async throws {
+        try await Harness.with({
+            $0.connectTimeout = .seconds(1)
+            $0.stallTimeout = .seconds(1)
+        }) { h in
+            // The first request gets no answer at all; the second stops after 100 KiB and stays open
+            var faults = stalled(at: 100 * 1024)
+            faults.silentFirst = 1
+            h.server.serve("/quiet.bin", size: 512 * 1024, faults: faults)
+            let target = h.path("quiet.bin")
+            let id = try await h.session.schedule(h.server.url("/quiet.bin"), to: .file(target))
+            let done = try await h.waitCompleted(id, timeout: 30)
+            #expect(sha256(ofFile: target) == h.server.sha256("/quiet.bin"))
+            let requests = h.server.requests("/quiet.bin")
+            #expect(requests.map(\.status) == [0, 200, 206], "silent, stalled body, resume")
+            #expect(requests.last?.range == "bytes=\(100 * 1024)-", "retried from the bytes on disk")
+            #expect(done.resumeCount == 1)
+            #expect(done.failedAttempts == 0, "progress resets the count")
+        }
+    }
+
+    // MARK: 13. TLS
+
+    @Test("13: a self-signed server fails at once with a clear certificate error; its CA makes it work")
+    func aSelfSignedServerNeedsItsCA() async throws {
+        let tls = try TLSFixture()
+        defer { tls.remove() }
+        let server = try await LoopbackServer.start(tls: tls.files)
+        defer { Task { await server.shutdown() } }
+        server.serve("/s.bin", size: 100_000)
+        try await Harness.with { h in
+            let id = try await h.session.schedule(server.url("/s.bin"), to: .file(h.path("s.bin")))
+            let done = try await h.wait(id) { $0.state.isFinished }
+            #expect(done.state == .failed(reason:
+                "TLS: the server's certificate is not trusted (self-signed, expired, or from a CA this system does not trust);"
+                    + " --ca-certificate FILE trusts the CA in FILE"))
+            #expect(done.failedAttempts <= 1, "not retried: the certificate will not change")
+            #expect(!FileManager.default.fileExists(atPath: h.path("s.bin.part")))
+        }
+        try await Harness.with({ $0.caCertificatePath = tls.files.certificatePath }) { h in
+            let id = try await h.session.schedule(server.url("/s.bin"), to: .file(h.path("s.bin")))
+            try await h.waitCompleted(id)
+            #expect(sha256(ofFile: h.path("s.bin")) == server.sha256("/s.bin"))
+        }
+    }
+}
+
+/// A self-signed certificate for 127.0.0.1, made with the `openssl` command in a temporary directory.
+struct TLSFixture {
+    let directory: String
+    let files: LoopbackServer.TLSFiles
+
+    init() throws {
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("haul-tls-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        files = LoopbackServer.TLSFiles(certificatePath: directory + "/cert.pem", keyPath: directory + "/key.pem")
+        let openssl = Process()
+        openssl.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
+        openssl.arguments = [
+            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", files.keyPath, "-out", files.certificatePath, "-days", "2",
+            "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+        ]
+        openssl.standardOutput = FileHandle.nullDevice
+        openssl.standardError = FileHandle.nullDevice
+        try openssl.run()
+        openssl.waitUntilExit()
+        guard openssl.terminationStatus == 0 else { throw HarnessError.timeout }
+    }
+
+    func remove() {
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+}

@@ -1,0 +1,64 @@
+import DownloadCore
+import Foundation
+import Testing
+@testable import TerminalUI
+
+/// Row 15 of the fault matrix: random key sequences (pastes, resizes and new snapshots between
+/// them) drive the reducer and the renderer for a bounded number of rounds. Nothing may crash,
+/// every command names a download of the queue, and every frame fits its screen.
+@Suite struct KeyFuzzTests {
+    /// A seeded generator (Knuth's MMIX LCG, high bits out), so a failing round can be replayed.
+    struct SeededKeys: RandomNumberGenerator {
+        var state: UInt64
+
+        mutating func next() -> UInt64 {
+            state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+            return (state >> 32) | (state << 32)
+        }
+    }
+
+    static let keys: [Key] = [
+        .up, .down, .left, .right, .pageUp, .pageDown, .home, .end, .enter, .escape, .backspace, .delete, .tab,
+        .ctrl("l"), .ctrl("c"), .ctrl("u"), .ctrl("a"), .ctrl("e"), .ctrl("w"),
+    ] + "pPrcCxXaAyYnNqQ?hjkJK<>+-du /:h\u{1B}\u{7}é€👍".map { Key.char($0) }
+
+    @Test func randomKeysNeverCrashAndOnlyNameQueuedDownloads() {
+        var rng = SeededKeys(state: 0xF00D)
+        for round in 0..<400 {
+            let count = Int.random(in: 0...Fixture.downloads.count, using: &rng)
+            let downloads = Array(Fixture.downloads.shuffled(using: &rng).prefix(count))
+            var width = Int.random(in: 1...160, using: &rng)
+            var height = Int.random(in: 1...50, using: &rng)
+            var state = Fixture.state(width: width, height: height, downloads: downloads, unicode: Bool.random(using: &rng))
+            for _ in 0..<60 {
+                switch Int.random(in: 0..<10, using: &rng) {
+                case 0:
+                    width = Int.random(in: 1...160, using: &rng)
+                    height = Int.random(in: 1...50, using: &rng)
+                    state.resize(width: width, height: height)
+                case 1:
+                    let kept = downloads.filter { _ in Bool.random(using: &rng) }
+                    state.apply(SessionSnapshot(downloads: kept, maxActive: 3))
+                default:
+                    let batch = (0..<Int.random(in: 1...8, using: &rng)).compactMap { _ in Self.keys.randomElement(using: &rng) }
+                    let ids = Set(state.snapshot.downloads.map(\.id))
+                    for command in state.handle(batch) {
+                        switch command {
+                        case .pause(let id), .resume(let id), .cancel(let id), .remove(let id), .move(let id, _):
+                            #expect(ids.contains(id), "round \(round): \(command) for a download not shown")
+                        case .setMaxActive(let n):
+                            #expect((1...32).contains(n), "round \(round): \(command)")
+                        case .add(let urls):
+                            #expect(urls.allSatisfy { ["http", "https"].contains($0.scheme ?? "") }, "round \(round)")
+                        default:
+                            break
+                        }
+                    }
+                }
+                let frame = render(state)
+                #expect(frame.lines.count == height, "round \(round): \(width)x\(height)")
+                #expect(frame.lines.allSatisfy { $0.width <= width }, "round \(round): \(width)x\(height)")
+            }
+        }
+    }
+}
