@@ -14,11 +14,15 @@ public struct SessionStateMachine: Sendable {
         /// Failed attempts in a row after which a download fails for good.
         public var maxTries: Int
         public var backoff: Backoff
+        /// False for a machine that only edits a stored queue (`haul add`, `haul pause` …): nothing
+        /// it holds ever starts, so it never looks for what could.
+        public var startsTransfers: Bool
 
-        public init(maxActive: Int = 3, maxTries: Int = 20, backoff: Backoff = .standard) {
+        public init(maxActive: Int = 3, maxTries: Int = 20, backoff: Backoff = .standard, startsTransfers: Bool = true) {
             self.maxActive = maxActive
             self.maxTries = maxTries
             self.backoff = backoff
+            self.startsTransfers = startsTransfers
         }
     }
 
@@ -617,10 +621,12 @@ public struct SessionStateMachine: Sendable {
     /// Starts queued downloads in queue order while slots are free.
     private mutating func startEligible() -> [Action] {
         var active = running.count + placing.count
+        guard configuration.startsTransfers, active < configuration.maxActive, downloads.hasQueued else { return [] }
         var actions: [Action] = []
         for id in order {
             guard active < configuration.maxActive else { break }
-            guard downloads[id]?.state == .queued, !held.contains(id), var download = downloads[id] else { continue }
+            // The index first: a long queue of paused rows is walked without copying a download.
+            guard downloads.isQueued(id), !held.contains(id), var download = downloads[id] else { continue }
             let attempt = AttemptID(rawValue: nextAttempt)
             nextAttempt += 1
             download.state = .downloading
@@ -639,18 +645,19 @@ public struct SessionStateMachine: Sendable {
 
     /// Whether the download still owns its part file: everything but completed and cancelled (a failed
     /// download keeps its bytes for a retry).
-    private static func ownsPartFile(_ download: Download) -> Bool {
+    fileprivate static func ownsPartFile(_ download: Download) -> Bool {
         download.state != .completed && download.state != .cancelled
     }
 
     /// Downloads that own a part file may not share a destination file or a part file.
     private func checkDestinationFree(_ destination: Destination, ignoring: DownloadID?) throws(TransitionError) {
         guard case .file(let path) = destination else { return }
-        for download in downloads.values where download.id != ignoring && Self.ownsPartFile(download) {
-            if download.destination == destination || download.extraDestinations.contains(destination) || download.partPath == path + ".part" {
-                throw .destinationInUse(path)
-            }
+        // The claims of every owner (an index: a long queue is not scanned), less those of `ignoring`.
+        var claims = downloads.fileClaims(path) + downloads.partClaims(path + ".part")
+        if let ignoring, let own = downloads[ignoring], Self.ownsPartFile(own) {
+            claims -= TrackedDownloads.files(of: own).filter { $0 == path }.count + (own.partPath == path + ".part" ? 1 : 0)
         }
+        if claims > 0 { throw .destinationInUse(path) }
     }
 
     /// `<file>.part`, or `<dir>/<name from the URL>.part` with `.1`, `.2` … when another download
@@ -661,11 +668,10 @@ public struct SessionStateMachine: Sendable {
             return path + ".part"
         case .directory(let directory):
             let name = FileNaming.name(for: url)
-            let inUse = Set(downloads.values.filter(Self.ownsPartFile).map(\.partPath))
             var attempt = 0
             while true {
                 let candidate = Self.join(directory, FileNaming.candidate(name, attempt: attempt)) + ".part"
-                if !inUse.contains(candidate) { return candidate }
+                if downloads.partClaims(candidate) == 0 { return candidate }
                 attempt += 1
             }
         }
@@ -678,15 +684,65 @@ public struct SessionStateMachine: Sendable {
 
 /// The machine's downloads by id, remembering which ids were written since the journal last asked,
 /// so a commit looks at the few downloads that changed, not the whole queue.
+///
+/// It also counts, for the downloads that own a part file, the part files and destination files
+/// they claim, so that a new download's names are checked without scanning the queue.
 struct TrackedDownloads: Sendable {
     private var storage: [DownloadID: Download] = [:]
     private var touched: Set<DownloadID> = []
+    private var parts: [String: Int] = [:]
+    private var files: [String: Int] = [:]
+    /// The downloads whose state is `queued`.
+    private var queued: Set<DownloadID> = []
 
     subscript(id: DownloadID) -> Download? {
         get { storage[id] }
         set {
+            let old = storage[id]
             storage[id] = newValue
             touched.insert(id)
+            if newValue?.state == .queued {
+                queued.insert(id)
+            } else if old?.state == .queued {
+                queued.remove(id)
+            }
+            if Self.claimsDiffer(old, newValue) {
+                if let old { count(old, by: -1) }
+                if let newValue { count(newValue, by: 1) }
+            }
+        }
+    }
+
+    func isQueued(_ id: DownloadID) -> Bool { queued.contains(id) }
+
+    var hasQueued: Bool { !queued.isEmpty }
+
+    /// Owners of the part file at `path`.
+    func partClaims(_ path: String) -> Int { parts[path] ?? 0 }
+
+    /// Owners that will write a file at `path` (as a destination or a further requester's copy).
+    func fileClaims(_ path: String) -> Int { files[path] ?? 0 }
+
+    static func files(of download: Download) -> [String] {
+        ([download.destination] + download.extraDestinations).compactMap { destination in
+            if case .file(let path) = destination { return path }
+            return nil
+        }
+    }
+
+    private static func claimsDiffer(_ old: Download?, _ new: Download?) -> Bool {
+        guard let old, let new else { return old != nil || new != nil }
+        return SessionStateMachine.ownsPartFile(old) != SessionStateMachine.ownsPartFile(new) || old.partPath != new.partPath
+            || old.destination != new.destination || old.extraDestinations != new.extraDestinations
+    }
+
+    private mutating func count(_ download: Download, by delta: Int) {
+        guard SessionStateMachine.ownsPartFile(download) else { return }
+        parts[download.partPath, default: 0] += delta
+        if parts[download.partPath] == 0 { parts[download.partPath] = nil }
+        for path in Self.files(of: download) {
+            files[path, default: 0] += delta
+            if files[path] == 0 { files[path] = nil }
         }
     }
 

@@ -26,7 +26,7 @@ struct QueueEditor {
             throw UsageError(message: "no queue at \(path): nothing to \(verb)")
         }
         store = try OpenStore(path: path)
-        machine = SessionStateMachine()
+        machine = SessionStateMachine(configuration: .init(startsTransfers: false))
         machine.restore(store.queue.downloads, nextID: store.queue.nextID, holdPending: true)
         _ = machine.takeTouched()
     }
@@ -47,12 +47,11 @@ struct QueueEditor {
         for id in touched {
             guard let download = machine.download(id) else { continue }
             let boot = storedIDs.contains(id) ? stored.checkpointBoots[id] : currentBoot
-            var changes = byBoot[boot] ?? QueueChanges()
-            changes.bootID = boot
-            changes.saved.append(download)
+            // Mutated in place: a copy per row would make adding 10,000 URLs quadratic.
+            byBoot[boot, default: QueueChanges()].bootID = boot
+            byBoot[boot, default: QueueChanges()].saved.append(download)
             // The checkpoint is the stored one, synced or not.
-            if stored.unsyncedCheckpoints.contains(id) { changes.unsynced.insert(id) }
-            byBoot[boot] = changes
+            if stored.unsyncedCheckpoints.contains(id) { byBoot[boot, default: QueueChanges()].unsynced.insert(id) }
         }
         var order = QueueChanges()
         for (index, id) in machine.order.enumerated() { order.positions[id] = index }

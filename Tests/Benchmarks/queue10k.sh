@@ -57,7 +57,7 @@ t0=$(now_ms)
 HAUL_STATE_DIR=$WORK/state "$HAUL" add -i "$WORK/list.txt" -d "$WORK/dl" >/dev/null
 add_ms=$(( $(now_ms) - t0 ))
 t0=$(now_ms)
-seq 1 "$ROWS" | xargs HAUL_STATE_DIR=$WORK/state "$HAUL" pause >/dev/null
+seq 1 "$ROWS" | HAUL_STATE_DIR=$WORK/state xargs "$HAUL" pause >/dev/null
 pause_ms=$(( $(now_ms) - t0 ))
 
 : >"$WORK/first"; : >"$WORK/page"; : >"$WORK/end"; : >"$WORK/rss"; : >"$WORK/cpu"

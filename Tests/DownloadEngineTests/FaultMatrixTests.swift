@@ -6,7 +6,7 @@ import Testing
 
 /// The fault matrix of the README ("What haul does when …"), row by row, against the real loopback
 /// server. Rows tested elsewhere name their tests in the README.
-@Suite struct FaultMatrixTests {
+@Suite(.serialized) struct FaultMatrixTests {
     // MARK: 1. Connection reset
 
     @Test("1: a reset at the first byte, the second, mid-body or before the last byte resumes to the right file",

@@ -24,13 +24,13 @@ import Testing
 
     @Test func randomKeysNeverCrashAndOnlyNameQueuedDownloads() {
         var rng = SeededKeys(state: 0xF00D)
-        for round in 0..<400 {
+        for round in 0..<100 {
             let count = Int.random(in: 0...Fixture.downloads.count, using: &rng)
             let downloads = Array(Fixture.downloads.shuffled(using: &rng).prefix(count))
             var width = Int.random(in: 1...160, using: &rng)
             var height = Int.random(in: 1...50, using: &rng)
             var state = Fixture.state(width: width, height: height, downloads: downloads, unicode: Bool.random(using: &rng))
-            for _ in 0..<60 {
+            for _ in 0..<40 {
                 switch Int.random(in: 0..<10, using: &rng) {
                 case 0:
                     width = Int.random(in: 1...160, using: &rng)
