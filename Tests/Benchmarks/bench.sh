@@ -17,6 +17,8 @@
 #              aria2c -x8 -s8, axel -n8)
 #   d          UI cost: runs Tests/Benchmarks/tui.sh (ROUNDS=--runs, same
 #              HAUL) and prints its table under the main one
+#   e          the UI on 10,000 rows: runs Tests/Benchmarks/queue10k.sh
+#              (ROUNDS=--runs, same HAUL) and prints its figures
 # Each run is measured with GNU time (wall, user+sys CPU, peak RSS), after an
 # untimed `sync`, into a new empty directory, and verified (exit status 0,
 # file sizes; sha256 against the source in the warm-up run of a and c). A
@@ -25,7 +27,7 @@
 # quotes medians of the counted runs that succeeded; failures show as FAILED.
 #
 # Run (from the repo root; needs root only to apt-get install missing tools):
-#   Tests/Benchmarks/bench.sh [--runs N] [--scenarios a,b,c,d]
+#   Tests/Benchmarks/bench.sh [--runs N] [--scenarios a,b,c,d,e]
 #   (default: 5 runs, all scenarios; a = a-cache + a-durable, which can also be
 #   named alone). Full default run: about 20 minutes on 2 cores (+ the build).
 # Environment:
@@ -37,7 +39,7 @@
 set -euo pipefail
 
 RUNS=5
-SCENARIOS=a,b,c,d
+SCENARIOS=a,b,c,d,e
 TIMEOUT=${TIMEOUT:-300}
 NGINX=${NGINX:-/usr/sbin/nginx}
 GNU_TIME=/usr/bin/time
@@ -62,8 +64,8 @@ IFS=, read -ra req <<<"$SCENARIOS"
 for s in "${req[@]}"; do
     case $s in
         a) SCEN+=(a-cache a-durable) ;;
-        a-cache|a-durable|b|c|d) SCEN+=("$s") ;;
-        *) die "unknown scenario '$s' (a, a-cache, a-durable, b, c, d)" ;;
+        a-cache|a-durable|b|c|d|e) SCEN+=("$s") ;;
+        *) die "unknown scenario '$s' (a, a-cache, a-durable, b, c, d, e)" ;;
     esac
 done
 (( ${#SCEN[@]} )) || die "no scenario given"
@@ -332,12 +334,30 @@ run_tui() {  # scenario d: tui.sh, its table kept for the report
     (( rc == 0 )) || echo "FAILED: tui.sh exit status $rc (its messages are above, on stderr)" >>"$WORK/res/d.out"
 }
 
+run_queue10k() {  # scenario e: queue10k.sh, its figures kept for the report
+    local script=$script_dir/queue10k.sh rc=0
+    [[ -f $script ]] || script=$REPO/Tests/Benchmarks/queue10k.sh
+    [[ -f $script ]] || { echo "FAILED: no queue10k.sh next to bench.sh or in $REPO" >"$WORK/res/e.out"; return; }
+    say "bench.sh: scenario e: $script (ROUNDS=$RUNS)"
+    sync
+    timeout -k 10 $(( 300 + RUNS * 120 )) "${TOOL_ENV[@]}" HAUL="$HAUL" ROUNDS="$RUNS" \
+        bash "$script" >"$WORK/res/e.out" </dev/null &
+    CHILD=$!
+    wait "$CHILD" || rc=$?
+    CHILD=''
+    (( rc == 0 )) || echo "FAILED: queue10k.sh exit status $rc (its messages are above, on stderr)" >>"$WORK/res/e.out"
+}
+
 # ------------------------------------------------------------------ runs ----
 
 LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
 T0=$SECONDS
 for s in "${SCEN[@]}"; do
-    if [[ $s == d ]]; then run_tui; else run_scenario "$s"; fi
+    case $s in
+        d) run_tui ;;
+        e) run_queue10k ;;
+        *) run_scenario "$s" ;;
+    esac
 done
 LOAD_END=$(cut -d' ' -f1-3 /proc/loadavg)
 stop_nginx
@@ -411,7 +431,7 @@ echo "of the whole command (a-durable peers: tool + sync); RSS = peak resident s
 (( HAS_INPUT )) || ! wants b || echo "Note: this haul has no -i/--input-file: in b it got the 1,000 URLs as arguments."
 echo "Note: haul fsyncs each file by default (b, c, a-durable); of the peers only aria2c does (always, even in a-cache)."
 for f in "$WORK"/res/*; do   # failure reasons, so a FAILED cell can be explained
-    [[ -f $f && $f != *d.out ]] || continue
+    [[ -f $f && $f != *d.out && $f != *e.out ]] || continue
     awk -v n="$(basename "$f")" '$1 == 0 { $1 = $2 = $3 = $4 = $5 = ""; sub(/^ +/, ""); print "FAILED run of " n ": " $0 }' "$f"
 done
 }
@@ -422,5 +442,13 @@ if wants d; then
     echo
     echo '```'
     sed '/./,$!d' "$WORK/res/d.out"   # without its leading blank line
+    echo '```'
+fi
+if wants e; then
+    echo
+    echo "## e: the UI on 10,000 rows (Tests/Benchmarks/queue10k.sh, ROUNDS=$RUNS, same haul)"
+    echo
+    echo '```'
+    sed '/./,$!d' "$WORK/res/e.out"
     echo '```'
 fi
