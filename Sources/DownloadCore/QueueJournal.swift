@@ -36,6 +36,8 @@ public struct StoredQueue: Sendable, Hashable {
     public var checkpointBoots: [DownloadID: String]
     /// Downloads whose checkpoint was not fsync'd (`--no-fsync`).
     public var unsyncedCheckpoints: Set<DownloadID>
+    /// Each download's stored position (the order of `downloads` is by position, then id).
+    public var positions: [DownloadID: Int] = [:]
     /// The first id never used (ids are not reused, even after a removal).
     public var nextID: Int64
 

@@ -323,8 +323,10 @@ public actor DownloadSession {
             }
         }
         committedOrder = stored.downloads.map(\.id)
-        // Positions are rewritten once, so they are exactly the queue order from here on.
-        committedPositions = [:]
+        committedPositions = stored.positions
+        // Positions that are not exactly the queue order are rewritten, once, by the first commit
+        // (only those that differ: a long queue in order costs nothing).
+        if committedOrder.enumerated().contains(where: { stored.positions[$0.element] != $0.offset }) { committedOrder = [] }
         machine.restore(plans.map(\.0.download), nextID: stored.nextID, holdPending: !startPending)
         var actions: [Action] = []
         for (plan, _) in plans where plan.needsFinalize {

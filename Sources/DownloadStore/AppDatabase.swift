@@ -170,6 +170,7 @@ public struct AppDatabase: QueueJournal, Sendable {
                     queue.downloads.append(download)
                     if let boot = record.checkpointBootID { queue.checkpointBoots[download.id] = boot }
                     if !record.checkpointSynced { queue.unsyncedCheckpoints.insert(download.id) }
+                    queue.positions[download.id] = record.position
                 }
                 let next = try Int64.fetchOne(db, sql: "SELECT next FROM idSequence WHERE name = 'download'") ?? 1
                 queue.nextID = max(next, (records.map(\.id).max() ?? 0) + 1)

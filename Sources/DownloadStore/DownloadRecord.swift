@@ -84,6 +84,46 @@ struct RequesterRecord: Codable, FetchableRecord, PersistableRecord, Sendable {
 }
 
 extension DownloadRecord {
+    /// Read column by column: a queue of 10,000 rows decoded through `Codable` took a third of
+    /// the terminal UI's start.
+    init(row: Row) throws {
+        id = row["id"]
+        url = row["url"]
+        destinationKind = row["destinationKind"]
+        destinationPath = row["destinationPath"]
+        partPath = row["partPath"]
+        completedPath = row["completedPath"]
+        state = row["state"]
+        stateReason = row["stateReason"]
+        waitingUntil = row["waitingUntil"]
+        position = row["position"]
+        bytesOnDisk = row["bytesOnDisk"]
+        totalBytes = row["totalBytes"]
+        etag = row["etag"]
+        lastModified = row["lastModified"]
+        finalURL = row["finalURL"]
+        serverFileName = row["serverFileName"]
+        resumeOffset = row["resumeOffset"]
+        resumeCount = row["resumeCount"]
+        bytesSavedByResume = row["bytesSavedByResume"]
+        unverifiedResume = row["unverifiedResume"]
+        restartCount = row["restartCount"]
+        restartReason = row["restartReason"]
+        lastStatus = row["lastStatus"]
+        lastError = row["lastError"]
+        failedAttempts = row["failedAttempts"]
+        pausedByShutdown = row["pausedByShutdown"]
+        requestHeaders = row["requestHeaders"]
+        checksum = row["checksum"]
+        segments = row["segments"]
+        connections = row["connections"]
+        checkpointBootID = row["checkpointBootID"]
+        checkpointSynced = row["checkpointSynced"]
+        createdAt = row["createdAt"]
+        updatedAt = row["updatedAt"]
+        completedAt = row["completedAt"]
+    }
+
     /// The row for `download` at `position`; timestamps are the store's.
     init(_ download: Download, position: Int, bootID: String?, synced: Bool, now: Date, createdAt: Date?, completedAt: Date?) {
         id = download.id.rawValue

@@ -304,6 +304,36 @@ import Testing
         }
     }
 
+    @Test func storedPositionsAreRewrittenOnlyWhenTheyAreNotTheQueueOrder() async throws {
+        try await Bench.with { bench in
+            // Given three paused rows stored at positions 5, 9 and 2 (queue order: 3, 1, 2)
+            var changes = QueueChanges()
+            for (raw, position) in [(1, 5), (2, 9), (3, 2)] {
+                var row = Download(
+                    id: DownloadID(Int64(raw)), url: try #require(URL(string: "http://127.0.0.1:9/\(raw)")),
+                    destination: .file(bench.path("\(raw)")), partPath: bench.path("\(raw).part")
+                )
+                row.state = .paused
+                changes.saved.append(row)
+                changes.positions[row.id] = position
+            }
+            try bench.database.commit(changes)
+            // When a session restores them, the first commit writes 0, 1, 2 in that order
+            let first = bench.session()
+            await first.restore(try bench.database.loadQueue(), startPending: true)
+            await first.shutdown()
+            #expect(try bench.database.loadQueue().positions == [DownloadID(3): 0, DownloadID(1): 1, DownloadID(2): 2])
+            #expect(try bench.database.loadQueue().downloads.map(\.id) == [DownloadID(3), DownloadID(1), DownloadID(2)])
+            // And a queue already in order is not rewritten by the next session
+            let before = bench.journal.commits.withLock { $0.count }
+            let second = bench.session()
+            await second.restore(try bench.database.loadQueue(), startPending: true)
+            await second.shutdown()
+            let later = bench.journal.commits.withLock { Array($0.dropFirst(before)) }
+            #expect(later.allSatisfy { $0.positions.isEmpty }, "\(later.map(\.positions))")
+        }
+    }
+
     @Test func removedDownloadsLeaveTheDatabase() async throws {
         try await Bench.with { bench in
             bench.server.serve("/x.bin", size: 1000)
