@@ -546,9 +546,10 @@ struct Transfer: Sendable {
                 headers.add(name: field.name, value: field.value)
             }
         }
-        if sameOrigin, !headers.contains(name: "Authorization"), let user = url.user(percentEncoded: false) {
-            // Like curl: `user:pass@` in the URL is sent as Basic credentials.
-            let credentials = "\(user):\(url.password(percentEncoded: false) ?? "")"
+        if sameOrigin, !headers.contains(name: "Authorization"), let user = order.url.user(percentEncoded: false) {
+            // Like curl: `user:pass@` in the URL is sent as Basic credentials, to its origin only
+            // (a redirect to another path of that origin included).
+            let credentials = "\(user):\(order.url.password(percentEncoded: false) ?? "")"
             headers.add(name: "Authorization", value: "Basic " + Data(credentials.utf8).base64EncodedString())
         }
         // Ranges count bytes of the representation: a compressed one would make offsets meaningless.

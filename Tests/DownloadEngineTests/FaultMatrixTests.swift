@@ -313,8 +313,26 @@ import Testing
             components.password = "s3cret"
             let withUser = try await h.session.schedule(try #require(components.url), to: .file(h.path("open.bin")))
             try await h.waitCompleted(withUser)
+            let basic = "Authorization: Basic " + Data("bob:s3cret".utf8).base64EncodedString()
             let sent = try #require(h.gets("/open.bin").last)
-            #expect(sent.headers.contains("Authorization: Basic " + Data("bob:s3cret".utf8).base64EncodedString()))
+            #expect(sent.headers.contains(basic))
+            #expect(!sent.headers.contains { $0.contains("s3cret") }, "the password travels only in the header")
+
+            // A redirect within the origin keeps them; nothing of them reaches another origin
+            let other = try await LoopbackServer.start()
+            defer { Task { await other.shutdown() } }
+            other.serve("/elsewhere.bin", size: 10)
+            h.server.redirect("/moved", to: "/open.bin")
+            h.server.redirect("/away", to: other.url("/elsewhere.bin").absoluteString)
+            for (path, name) in [("/moved", "moved.bin"), ("/away", "away.bin")] {
+                components.path = path
+                let id = try await h.session.schedule(try #require(components.url), to: .file(h.path(name)))
+                try await h.waitCompleted(id)
+            }
+            #expect(h.gets("/open.bin").last?.headers.contains(basic) == true)
+            #expect(h.gets("/open.bin").count == 2)
+            let away = try #require(other.requests("/elsewhere.bin").last)
+            #expect(!away.headers.contains { $0.lowercased().hasPrefix("authorization") })
         }
     }
 
