@@ -186,9 +186,9 @@ _haul() {
 
 _haul_ui() {
     repeating_flags=()
-    non_repeating_flags=(--fsync --no-fsync --ascii --no-ascii --version -h --help)
+    non_repeating_flags=(--fsync --no-fsync --allow-downgrade --ascii --no-ascii --version -h --help)
     repeating_options=(-H --header)
-    non_repeating_options=(--state --config -i --input-file -d --dir -o --output --user-agent --checksum -j --max-active --max-tries --connect-timeout --stall-timeout --limit-rate --ca-certificate --refresh)
+    non_repeating_options=(--state --config -i --input-file -d --dir -o --output --user-agent --connections --checksum -j --max-active --max-tries --connect-timeout --stall-timeout --limit-rate --ca-certificate --refresh)
     __haul_offer_flags_options -1
 
     # Offer option value completions
@@ -212,6 +212,9 @@ _haul_ui() {
         return
         ;;
     '--user-agent')
+        return
+        ;;
+    '--connections')
         return
         ;;
     '--checksum')
@@ -243,9 +246,9 @@ _haul_ui() {
 
 _haul_get() {
     repeating_flags=()
-    non_repeating_flags=(--fsync --no-fsync --json --version -h --help)
+    non_repeating_flags=(--fsync --no-fsync --allow-downgrade --json --version -h --help)
     repeating_options=(-H --header)
-    non_repeating_options=(--state --config -i --input-file -d --dir -o --output --user-agent --checksum -j --max-active --max-tries --connect-timeout --stall-timeout --limit-rate --ca-certificate)
+    non_repeating_options=(--state --config -i --input-file -d --dir -o --output --user-agent --connections --checksum -j --max-active --max-tries --connect-timeout --stall-timeout --limit-rate --ca-certificate)
     __haul_offer_flags_options -1
 
     # Offer option value completions
@@ -269,6 +272,9 @@ _haul_get() {
         return
         ;;
     '--user-agent')
+        return
+        ;;
+    '--connections')
         return
         ;;
     '--checksum')
@@ -299,7 +305,7 @@ _haul_add() {
     repeating_flags=()
     non_repeating_flags=(--version -h --help)
     repeating_options=(-H --header)
-    non_repeating_options=(--state --config -i --input-file -d --dir -o --output --user-agent --checksum)
+    non_repeating_options=(--state --config -i --input-file -d --dir -o --output --user-agent --connections --checksum)
     __haul_offer_flags_options -1
 
     # Offer option value completions
@@ -323,6 +329,9 @@ _haul_add() {
         return
         ;;
     '--user-agent')
+        return
+        ;;
+    '--connections')
         return
         ;;
     '--checksum')
@@ -423,7 +432,7 @@ _haul_remove() {
 
 _haul_demo() {
     repeating_flags=()
-    non_repeating_flags=(--fsync --no-fsync --ascii --no-ascii --version -h --help)
+    non_repeating_flags=(--fsync --no-fsync --allow-downgrade --ascii --no-ascii --version -h --help)
     repeating_options=()
     non_repeating_options=(--state --config -d --dir -j --max-active --max-tries --connect-timeout --stall-timeout --limit-rate --ca-certificate --refresh)
     __haul_offer_flags_options 0

@@ -322,9 +322,13 @@ import Testing
         for shell in ["bash", "zsh", "fish"] {
             let run = try await haul(["--generate-completion-script", shell], in: directory)
             #expect(run.status == 0)
-            for word in ["demo", "pause", "limit-rate", "checksum", "max-active"] {
+            for word in ["demo", "pause", "limit-rate", "checksum", "max-active", "connections", "allow-downgrade"] {
                 #expect(run.stdout.contains(word), "\(shell) completion lacks \(word)")
             }
+            // The scripts the README installs from Assets are what this haul generates.
+            let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            let shipped = try String(contentsOf: repository.appendingPathComponent("Assets/completions/haul.\(shell)"), encoding: .utf8)
+            #expect(shipped == run.stdout, "Assets/completions/haul.\(shell) is stale: haul --generate-completion-script \(shell) > it")
         }
     }
 }
