@@ -140,7 +140,7 @@ final class ResponseStream: HTTPClientResponseDelegate, Sendable {
             return state.cancelled
         }
         if cancelled { task.cancel() }
-        // Some failures (a redirect limit or loop) end the task without telling the delegate.
+        // Some failures end the task without telling the delegate: the head waiter hears of them here.
         task.futureResult.whenComplete { [self] result in
             if case .failure(let error) = result { headFailed(error) } else { headFailed(HTTPClientError.remoteConnectionClosed) }
         }
@@ -155,7 +155,7 @@ final class ResponseStream: HTTPClientResponseDelegate, Sendable {
         task?.cancel()
     }
 
-    /// The final response head (after redirects), and the URL it came from.
+    /// The response head (redirects are the transfer's to follow), and the URL it answered, without `user:pass@`.
     func head() async throws -> (HTTPResponseHead, URL?) {
         let head = try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<HTTPResponseHead, any Error>) in
