@@ -78,9 +78,9 @@ public struct SessionStateMachine: Sendable {
         /// wrote bytes (then the count of failures in a row starts again).
         case retryable(reason: String, retryAfter: Double?, progressed: Bool)
         case fatal(reason: String)
-        /// ENOSPC or EFBIG, or a destination that cannot be written (read-only, forbidden): pause
+        /// The disk refused the bytes: full (ENOSPC, EFBIG, EDQUOT), read-only or forbidden. Pause
         /// with the reason; the part file is a valid prefix.
-        case diskFull(reason: String)
+        case cannotWrite(reason: String)
         /// The attempt was stopped from outside (pause, cancel, shutdown).
         case stopped
     }
@@ -552,7 +552,7 @@ public struct SessionStateMachine: Sendable {
         case .fatal(let reason):
             download.lastError = reason
             download.state = .failed(reason: reason)
-        case .diskFull(let reason):
+        case .cannotWrite(let reason):
             download.lastError = reason
             download.state = .paused
         case .stopped:

@@ -15,10 +15,12 @@ final class PartFile {
         var path: String
         var code: Int32
 
-        /// ENOSPC or EFBIG: the download pauses instead of failing.
+        /// ENOSPC, EFBIG or EDQUOT.
         var isDiskFull: Bool { code == ENOSPC || code == EFBIG || code == EDQUOT }
         /// A read-only or forbidden destination: it pauses too, for a person to fix and resume.
         var isUnwritable: Bool { code == EROFS || code == EACCES || code == EPERM }
+        /// The download pauses with this failure's reason (the bytes so far stay a valid prefix).
+        var pausesDownload: Bool { isDiskFull || isUnwritable }
 
         var description: String {
             if isDiskFull { return "disk full (\(String(cString: strerror(code))))" }

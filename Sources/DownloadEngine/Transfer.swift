@@ -179,7 +179,7 @@ struct Transfer: Sendable {
     }
 
     private static func outcome(of failure: PartFile.Failure) -> Outcome {
-        failure.isDiskFull || failure.isUnwritable ? .diskFull(reason: failure.description) : .fatal(reason: failure.description)
+        failure.pausesDownload ? .cannotWrite(reason: failure.description) : .fatal(reason: failure.description)
     }
 
     /// A transient failure; `retryAfter` is the header's text.
@@ -362,7 +362,7 @@ struct Transfer: Sendable {
                     group.cancelAll()
                 case .failed(let outcome):
                     switch outcome {
-                    case .fatal, .diskFull:
+                    case .fatal, .cannotWrite:
                         if stop == nil { stop = outcome }
                         group.cancelAll()
                     default:

@@ -320,32 +320,18 @@ run_scenario() {
     done
 }
 
-run_tui() {  # scenario d: tui.sh, its table kept for the report
-    local tui=$script_dir/tui.sh rc=0
-    [[ -f $tui ]] || tui=$REPO/Tests/Benchmarks/tui.sh
-    [[ -f $tui ]] || { echo "FAILED: no tui.sh next to bench.sh or in $REPO" >"$WORK/res/d.out"; return; }
-    say "bench.sh: scenario d: $tui (ROUNDS=$RUNS)"
+run_script() {  # scenarios d and e: SCRIPT under Tests/Benchmarks, its output kept for the report
+    local scen=$1 name=$2 limit=$3 rc=0 script=$script_dir/$2
+    [[ -f $script ]] || script=$REPO/Tests/Benchmarks/$name
+    [[ -f $script ]] || { echo "FAILED: no $name next to bench.sh or in $REPO" >"$WORK/res/$scen.out"; return; }
+    say "bench.sh: scenario $scen: $script (ROUNDS=$RUNS)"
     sync
-    timeout -k 10 $(( 900 + RUNS * 200 )) "${TOOL_ENV[@]}" HAUL="$HAUL" ROUNDS="$RUNS" \
-        bash "$tui" >"$WORK/res/d.out" </dev/null &
+    timeout -k 10 "$limit" "${TOOL_ENV[@]}" HAUL="$HAUL" ROUNDS="$RUNS" \
+        bash "$script" >"$WORK/res/$scen.out" </dev/null &
     CHILD=$!
     wait "$CHILD" || rc=$?
     CHILD=''
-    (( rc == 0 )) || echo "FAILED: tui.sh exit status $rc (its messages are above, on stderr)" >>"$WORK/res/d.out"
-}
-
-run_queue10k() {  # scenario e: queue10k.sh, its figures kept for the report
-    local script=$script_dir/queue10k.sh rc=0
-    [[ -f $script ]] || script=$REPO/Tests/Benchmarks/queue10k.sh
-    [[ -f $script ]] || { echo "FAILED: no queue10k.sh next to bench.sh or in $REPO" >"$WORK/res/e.out"; return; }
-    say "bench.sh: scenario e: $script (ROUNDS=$RUNS)"
-    sync
-    timeout -k 10 $(( 300 + RUNS * 120 )) "${TOOL_ENV[@]}" HAUL="$HAUL" ROUNDS="$RUNS" \
-        bash "$script" >"$WORK/res/e.out" </dev/null &
-    CHILD=$!
-    wait "$CHILD" || rc=$?
-    CHILD=''
-    (( rc == 0 )) || echo "FAILED: queue10k.sh exit status $rc (its messages are above, on stderr)" >>"$WORK/res/e.out"
+    (( rc == 0 )) || echo "FAILED: $name exit status $rc (its messages are above, on stderr)" >>"$WORK/res/$scen.out"
 }
 
 # ------------------------------------------------------------------ runs ----
@@ -354,8 +340,8 @@ LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
 T0=$SECONDS
 for s in "${SCEN[@]}"; do
     case $s in
-        d) run_tui ;;
-        e) run_queue10k ;;
+        d) run_script d tui.sh $(( 900 + RUNS * 200 )) ;;
+        e) run_script e queue10k.sh $(( 300 + RUNS * 120 )) ;;
         *) run_scenario "$s" ;;
     esac
 done
@@ -436,19 +422,15 @@ for f in "$WORK"/res/*; do   # failure reasons, so a FAILED cell can be explaine
 done
 }
 if (( DOWNLOADS )); then download_report; fi
-if wants d; then
+for scen in d e; do   # the scripts' own reports, under the table
+    wants "$scen" || continue
     echo
-    echo "## d: UI cost (Tests/Benchmarks/tui.sh, ROUNDS=$RUNS, same haul)"
-    echo
-    echo '```'
-    sed '/./,$!d' "$WORK/res/d.out"   # without its leading blank line
-    echo '```'
-fi
-if wants e; then
-    echo
-    echo "## e: the UI on 10,000 rows (Tests/Benchmarks/queue10k.sh, ROUNDS=$RUNS, same haul)"
+    case $scen in
+        d) echo "## d: UI cost (Tests/Benchmarks/tui.sh, ROUNDS=$RUNS, same haul)" ;;
+        e) echo "## e: the UI on 10,000 rows (Tests/Benchmarks/queue10k.sh, ROUNDS=$RUNS, same haul)" ;;
+    esac
     echo
     echo '```'
-    sed '/./,$!d' "$WORK/res/e.out"
+    sed '/./,$!d' "$WORK/res/$scen.out"   # without its leading blank line
     echo '```'
-fi
+done

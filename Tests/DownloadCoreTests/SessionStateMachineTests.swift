@@ -163,7 +163,7 @@ import Testing
     @Test func diskFullPausesWithTheReason() throws {
         var m = machine()
         let (id, attempt) = try started(&m)
-        _ = m.transferFinished(id, attempt: attempt, outcome: .diskFull(reason: "disk full"), bytesOnDisk: 4096, now: now, jitter: 0)
+        _ = m.transferFinished(id, attempt: attempt, outcome: .cannotWrite(reason: "disk full"), bytesOnDisk: 4096, now: now, jitter: 0)
         #expect(m.download(id)?.state == .paused)
         #expect(m.download(id)?.lastError == "disk full")
         #expect(m.download(id)?.bytesOnDisk == 4096)
