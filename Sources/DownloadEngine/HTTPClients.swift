@@ -51,6 +51,10 @@ struct HTTPClients: Sendable {
         // The session's maxActive is the limit. AsyncHTTPClient's default of 8 connections per host
         // would leave a ninth download to one host waiting for a connection until it timed out.
         configuration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = 64
+        // A refused connection or a failed TLS handshake is reported at once: haul retries with its
+        // own backoff and says why on the row. AsyncHTTPClient would otherwise try again silently
+        // until the connect timeout, and the row would say "connecting…" for ten seconds.
+        configuration.connectionPool.retryConnectionEstablishment = false
         if let certificates = settings.caCertificates {
             // Like curl's --cacert: these roots replace the system's.
             var tls = TLSConfiguration.makeClientConfiguration()

@@ -379,6 +379,22 @@ import Testing
         }
     }
 
+    @Test("12: a refused connection is said at once, and waited on with backoff")
+    func aRefusedConnectionIsSaidAtOnce() async throws {
+        try await Harness.with({ $0.connectTimeout = .seconds(30) }) { h in
+            // A port nothing listens on: a server that was there and is gone
+            let gone = try await LoopbackServer.start()
+            let url = gone.url("/x.bin")
+            await gone.shutdown()
+            let started = ContinuousClock.now
+            let id = try await h.session.schedule(url, to: .file(h.path("x.bin")))
+            let waiting = try await h.wait(id, timeout: 10) { if case .waiting = $0.state { return true } else { return false } }
+            #expect(started.duration(to: .now) < .seconds(10), "not at the connect timeout")
+            guard case .waiting(_, let reason) = waiting.state else { return }
+            #expect(reason == "connection refused")
+        }
+    }
+
     // MARK: 13. TLS
 
     @Test("13: a self-signed server fails at once with a clear certificate error; its CA makes it work")
@@ -388,9 +404,12 @@ import Testing
         let server = try await LoopbackServer.start(tls: tls.files)
         defer { Task { await server.shutdown() } }
         server.serve("/s.bin", size: 100_000)
-        try await Harness.with { h in
+        // A connect timeout far longer than the wait: the refusal must not sit it out.
+        try await Harness.with({ $0.connectTimeout = .seconds(30) }) { h in
+            let started = ContinuousClock.now
             let id = try await h.session.schedule(server.url("/s.bin"), to: .file(h.path("s.bin")))
             let done = try await h.wait(id) { $0.state.isFinished }
+            #expect(started.duration(to: .now) < .seconds(10), "failed at once, not at the connect timeout")
             #expect(done.state == .failed(reason:
                 "TLS: the server's certificate is not trusted (self-signed, expired, or from a CA this system does not trust);"
                     + " --ca-certificate FILE trusts the CA in FILE"))

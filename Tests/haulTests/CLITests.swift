@@ -366,7 +366,9 @@ import Testing
         #expect(CLI.length(directory + "/refused.html.part") == nil)
 
         let trusted = try await HaulProcess(
-            ["get", url, "-o", "trusted.html", "--max-tries", "1", "--ca-certificate", "cert.pem"], in: directory, state: directory + "/.s2"
+            // haul's own retries, not AsyncHTTPClient's, now cover a connection openssl's one-at-a-time
+            // server drops under load.
+            ["get", url, "-o", "trusted.html", "--ca-certificate", "cert.pem"], in: directory, state: directory + "/.s2"
         ).wait()
         #expect(trusted.status == 0, "\(trusted.stdout)\(trusted.stderr)")
         let page = try String(contentsOfFile: directory + "/trusted.html", encoding: .utf8)
