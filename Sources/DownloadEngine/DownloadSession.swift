@@ -387,9 +387,10 @@ public actor DownloadSession {
             await perform(freed, soon: soon)
         }
         let published = publish(soon: soon)
-        // Each stopped transfer publishes its final byte count itself when it ends.
+        // Each stopped transfer publishes its final byte count itself when it ends: wait for that
+        // publish too (the last in line), so that the caller's next snapshot shows the bytes kept.
         for task in waits { await task.value }
-        await published.value
+        if waits.isEmpty { await published.value } else { await journalTail?.value }
     }
 
     private func start(_ order: SessionStateMachine.TransferOrder) {

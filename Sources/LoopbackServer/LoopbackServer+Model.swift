@@ -14,6 +14,9 @@ public struct Faults: Sendable, Hashable {
     public var stallAfterBytes: Int?
     /// …in this many responses.
     public var stallCount: Int = 1
+    /// Hold every body at these offsets of the resource (ascending), each until `release(path)` was
+    /// called once more: a test reaches a known point however loaded the machine is.
+    public var holdAt: [Int] = []
     /// Answer the first K requests with `failStatus` and `Retry-After`.
     public var failFirst: Int = 0
     public var failStatus: Int = 503
@@ -96,4 +99,6 @@ struct ResourceEntry {
     var shortRangesServed = 0
     var changesServed = 0
     var silencesServed = 0
+    /// How many of `faults.holdAt` the test has released.
+    var holdsReleased = 0
 }

@@ -136,8 +136,14 @@ public final class LoopbackServer: Sendable {
             entry.closesServed = 0
             entry.stallsServed = 0
             entry.shortRangesServed = 0
+            entry.holdsReleased = 0
             state.resources[path] = entry
         }
+    }
+
+    /// Lets bodies of `path` go past the next of their `holdAt` offsets.
+    public func release(_ path: String) {
+        state.withLock { $0.resources[path]?.holdsReleased += 1 }
     }
 
     /// The current bytes of `path`.
@@ -249,6 +255,7 @@ public final class LoopbackServer: Sendable {
     }
 
     private struct BodyPlan {
+        var path: String
         var seed: UInt64
         var version: Int
         var range: Range<Int>
@@ -343,7 +350,7 @@ public final class LoopbackServer: Sendable {
         }
         if !faults.chunked { headers.add(name: "Content-Length", value: String(range.count)) }
 
-        var body = BodyPlan(seed: entry.seed, version: entry.version, range: range, faults: faults, reset: false, close: false, stall: false)
+        var body = BodyPlan(path: path, seed: entry.seed, version: entry.version, range: range, faults: faults, reset: false, close: false, stall: false)
         if request.method != .HEAD {
             if faults.resetAfterBytes != nil, entry.resetsServed < faults.resetCount {
                 entry.resetsServed += 1
@@ -404,6 +411,14 @@ public final class LoopbackServer: Sendable {
         while position < body.range.upperBound {
             var count = min(slice, body.range.upperBound - position)
             if let cutoff { count = min(count, cutoff - sent) }
+            if let hold = faults.holdAt.firstIndex(where: { $0 >= position }), faults.holdAt[hold] < body.range.upperBound {
+                if faults.holdAt[hold] == position {
+                    guard try await held(body.path, until: hold + 1, channel: channel) else { return false }
+                    if let next = faults.holdAt.first(where: { $0 > position }) { count = min(count, next - position) }
+                } else {
+                    count = min(count, faults.holdAt[hold] - position)
+                }
+            }
             if count > 0 {
                 if let rate {
                     // Token bucket from the start of the body: sleep until these bytes are due.
@@ -436,6 +451,15 @@ public final class LoopbackServer: Sendable {
         }
         try await outbound.write(.end(nil))
         finish(index)
+        return true
+    }
+
+    /// Waits until `releases` holds of `path` were released; false when the client went away first.
+    private func held(_ path: String, until releases: Int, channel: any Channel) async throws -> Bool {
+        while state.withLock({ ($0.resources[path]?.holdsReleased ?? releases) < releases }) {
+            guard channel.isActive else { return false }
+            try await Task.sleep(for: .milliseconds(5))
+        }
         return true
     }
 

@@ -353,7 +353,11 @@ import Testing
         server.standardError = FileHandle.nullDevice
         server.standardInput = FileHandle.nullDevice
         try server.run()
-        defer { server.terminate() }
+        defer {
+            // openssl s_server ignores SIGTERM: a SIGKILL, and the exit reaped, leave nothing behind.
+            kill(server.processIdentifier, SIGKILL)
+            server.waitUntilExit()
+        }
         try await Task.sleep(for: .milliseconds(500))
         let url = "https://127.0.0.1:\(port)/"
 

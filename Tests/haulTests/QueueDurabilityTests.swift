@@ -33,9 +33,17 @@ import Testing
     }
 
     /// Starts the download, waits until a random share (10–70 %) of it is on disk, then interrupts it with `signal`.
+    ///
+    /// The server holds the body at that point until the signal was sent, so the interruption
+    /// comes at a known byte however loaded the machine is (a race with the throttled body would
+    /// leave bytes in the sockets' buffers that no client could have kept).
     func interrupt(_ fixture: Fixture, with signal: Int32) async throws -> (run: HaulProcess.Run, seconds: Double, onDisk: Int64) {
-        let first = try fixture.start()
         let target = Int64.random(in: Int64(Self.size / 10)...Int64(Self.size * 7 / 10))
+        var faults = Faults()
+        faults.throttleBytesPerSecond = 3 * 1024 * 1024
+        faults.holdAt = [Int(target)]
+        fixture.server.setFaults("/k.bin", faults)
+        let first = try fixture.start()
         if !(try await CLI.waitUntil("\(target) bytes on disk") { (CLI.length(fixture.part) ?? 0) >= target }) {
             let log = (try? String(contentsOfFile: fixture.state + "/haul.log", encoding: .utf8)) ?? "no log"
             Issue.record("haul printed: \(first.stdoutSoFar)\nlog: \(log)\nrequests: \(fixture.server.requests())")
@@ -44,6 +52,8 @@ import Testing
         first.send(signal)
         let run = try await first.wait(timeout: 10)
         let seconds = Date().timeIntervalSince(sent)
+        // The next run's request begins at the hold: let it through.
+        fixture.server.release("/k.bin")
         return (run, seconds, try #require(CLI.length(fixture.part)))
     }
 
