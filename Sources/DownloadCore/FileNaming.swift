@@ -19,10 +19,12 @@ public enum FileNaming {
         return name.isEmpty ? nil : name
     }
 
-    /// The name for a URL: its last path segment, percent-decoded and made safe, else `index.html`.
+    /// The name for a URL: its last path segment as written, percent-decoded (an escape that is not
+    /// UTF-8 stays as written) and made safe, else `index.html`.
     public static func name(for url: URL) -> String {
-        let segment = url.path.split(separator: "/").last.map(String.init) ?? ""
-        return sanitize(segment.removingPercentEncoding ?? segment) ?? "index.html"
+        let path = URLComponents(url: url, resolvingAgainstBaseURL: true)?.percentEncodedPath ?? url.path
+        let segment = path.split(separator: "/").last ?? ""
+        return sanitize(RequestTarget.decode(segment)) ?? "index.html"
     }
 
     /// `name` cut to at most `limit` UTF-8 bytes on a character boundary, keeping a short extension.

@@ -29,7 +29,8 @@ public enum Redirects {
         }
         let shown = TerminalText.sanitize(String(location.prefix(200)))
         guard !location.unicodeScalars.contains(where: TerminalText.isControl),
-              let target = URL(string: location, relativeTo: current)?.absoluteURL,
+              // Encoded like a URL a person gives: raw non-ASCII as UTF-8, escapes kept as sent.
+              let target = URL(string: RequestTarget.encode(location), relativeTo: current)?.absoluteURL,
               let scheme = target.scheme?.lowercased(), let host = target.host, !host.isEmpty
         else {
             return .refuse(reason: "HTTP \(status) redirect to an invalid URL '\(shown)'")
@@ -39,6 +40,9 @@ public enum Redirects {
         }
         if current.scheme?.lowercased() == "https", scheme == "http", !allowDowngrade {
             return .refuse(reason: "refused a redirect from https to http: \(target.redactingPassword) (--allow-downgrade allows it)")
+        }
+        if let problem = RequestTarget.problem(target) {
+            return .refuse(reason: "HTTP \(status) redirect to '\(shown)': \(problem)")
         }
         let key = target.coalescingKey
         if visited.contains(where: { $0.coalescingKey == key }) {

@@ -25,7 +25,8 @@ public enum URLValidation {
         let trimmed = text.trimmingCharacters(in: .whitespaces)
         guard !trimmed.isEmpty else { throw Invalid(input: text, reason: "empty") }
         guard !trimmed.contains(" ") else { throw Invalid(input: text, reason: "contains spaces") }
-        guard let components = URLComponents(string: trimmed), let url = components.url else {
+        // What may not be raw is percent-encoded first, escapes kept: the target goes out as written.
+        guard let components = URLComponents(string: RequestTarget.encode(trimmed)), let url = components.url else {
             throw Invalid(input: text, reason: "not a URL")
         }
         guard let scheme = components.scheme?.lowercased() else {
@@ -37,6 +38,7 @@ public enum URLValidation {
         guard let host = components.host, !host.isEmpty else {
             throw Invalid(input: text, reason: "no host")
         }
+        if let problem = RequestTarget.problem(url) { throw Invalid(input: text, reason: problem) }
         return url
     }
 }

@@ -497,6 +497,8 @@ struct Transfer: Sendable {
         var url = order.url
         var visited = [url]
         while true {
+            // Never another target than the one written: a URL the client would send otherwise fails.
+            if let problem = RequestTarget.problem(url) { throw RedirectRefused(reason: "cannot request \(url.redactingPassword): \(problem)") }
             let stream = ResponseStream(progress: progress, limiter: limiter)
             stream.start(try request(url, range: range, ifRange: ifRange), on: clients.client(for: url), headTimeout: headTimeout)
             let head: HTTPResponseHead

@@ -69,6 +69,8 @@ public struct Faults: Sendable, Hashable {
 public struct RequestRecord: Sendable, Hashable {
     public var method: String
     public var path: String
+    /// The request line's target exactly as received (path and query, or a whole URL).
+    public var target: String = ""
     public var range: String?
     public var ifRange: String?
     public var ifMatch: String?

@@ -223,7 +223,7 @@ public final class LoopbackServer: Sendable {
         }
         let path = String(target.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).first ?? "")
         let record = RequestRecord(
-            method: request.method.rawValue, path: path, range: request.headers.first(name: "Range"),
+            method: request.method.rawValue, path: path, target: request.uri, range: request.headers.first(name: "Range"),
             ifRange: request.headers.first(name: "If-Range"), ifMatch: request.headers.first(name: "If-Match"),
             status: 0, bodyBytesSent: 0, finished: false, absoluteForm: absoluteForm,
             host: request.headers.first(name: "Host"), userAgent: request.headers.first(name: "User-Agent"),

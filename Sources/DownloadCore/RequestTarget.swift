@@ -1,0 +1,154 @@
+import Foundation
+
+/// The path and query of a URL as they go on the wire: byte for byte as given.
+///
+/// Like curl and wget, haul never decodes an escape and never encodes a `%` that starts one; it
+/// percent-encodes only what may not appear raw in a URL (non-ASCII as UTF-8, and the ASCII
+/// characters RFC 3986 leaves out). Foundation's `URL(string:)` instead encodes every `%` of a
+/// string that holds one raw non-ASCII character (`Ü%20` would go out as `%C3%9C%2520`), so the
+/// text is encoded here first.
+public enum RequestTarget {
+    /// The URL text with its path, query and fragment percent-encoded where they may not be raw.
+    ///
+    /// The scheme and authority are left alone (a host is not a path: no escape belongs there).
+    public static func encode(_ text: String) -> String {
+        guard let authority = text.range(of: "://") else { return encodePart(Substring(text)) }
+        let rest = text[authority.upperBound...]
+        guard let end = rest.firstIndex(where: { $0 == "/" || $0 == "?" || $0 == "#" }) else { return text }
+        return String(text[..<end]) + encodePart(text[end...])
+    }
+
+    /// `part` with every byte that may not appear raw percent-encoded, escapes kept as they are.
+    static func encodePart(_ part: Substring) -> String {
+        let bytes = Array(part.utf8)
+        var out = ""
+        out.reserveCapacity(bytes.count)
+        var index = 0
+        while index < bytes.count {
+            let byte = bytes[index]
+            if byte == UInt8(ascii: "%") {
+                // An escape stays as given; a lone `%` is a literal percent sign.
+                if index + 2 < bytes.count, isHex(bytes[index + 1]), isHex(bytes[index + 2]) {
+                    out.append(String(decoding: bytes[index...index + 2], as: UTF8.self))
+                    index += 3
+                    continue
+                }
+                out += "%25"
+            } else if byte >= 0x80 || byte <= 0x20 || byte == 0x7F || notRaw.contains(byte) {
+                out += String(format: "%%%02X", byte)
+            } else {
+                out.unicodeScalars.append(Unicode.Scalar(byte))
+            }
+            index += 1
+        }
+        return out
+    }
+
+    /// The ASCII characters Foundation's URL parser (and RFC 3986) do not take raw in a path or query.
+    private static let notRaw: Set<UInt8> = Set("\"<>[\\]^`{|}".utf8)
+
+    private static func isHex(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "a")...UInt8(ascii: "f"), UInt8(ascii: "A")...UInt8(ascii: "F"): true
+        default: false
+        }
+    }
+
+    /// The target the URL names: its path (`/` when empty) and query, exactly as they are written.
+    public static func expected(_ url: URL) -> String {
+        guard let components = URLComponents(url: url, resolvingAgainstBaseURL: true) else { return url.absoluteString }
+        let path = components.percentEncodedPath.isEmpty ? "/" : components.percentEncodedPath
+        return path + (components.percentEncodedQuery.map { "?" + $0 } ?? "")
+    }
+
+    /// The target haul's HTTP client (AsyncHTTPClient 1.37) puts in the request line for `url`.
+    ///
+    /// It takes the path only when Foundation can decode it: a path with an escape that is not
+    /// UTF-8 (`/caf%E9.bin`) decodes to nothing, and the client would ask for `/` instead.
+    public static func sent(_ url: URL) -> String {
+        let path = url.path.isEmpty ? "/" : (URLComponents(url: url, resolvingAgainstBaseURL: true)?.percentEncodedPath ?? url.path)
+        return path + (url.query.map { "?" + $0 } ?? "")
+    }
+
+    /// Why `url` cannot be requested exactly as written, or nil when it can.
+    public static func problem(_ url: URL) -> String? {
+        guard sent(url) != expected(url) else { return nil }
+        let escape = firstNonUTF8Escape(in: expected(url)).map { " (\($0))" } ?? ""
+        return "its path holds an escape of a byte that is not UTF-8\(escape), which haul cannot send as written"
+    }
+
+    /// The first `%XX` of `text` that starts no valid UTF-8 character with the escapes after it.
+    static func firstNonUTF8Escape(in text: String) -> String? {
+        let bytes = Array(text.utf8)
+        var index = 0
+        while index < bytes.count {
+            guard let (sequence, end) = escapedCharacter(bytes, at: index) else {
+                index += 1
+                continue
+            }
+            if String(validating: sequence, as: UTF8.self) == nil { return String(decoding: bytes[index..<index + 3], as: UTF8.self) }
+            index = end
+        }
+        return nil
+    }
+
+    /// The bytes of the escaped character at `index` (a lead byte and as many continuation escapes
+    /// as it announces), and where it ends; nil when no escape starts there.
+    private static func escapedCharacter(_ bytes: [UInt8], at index: Int) -> (bytes: [UInt8], end: Int)? {
+        guard index + 2 < bytes.count, bytes[index] == UInt8(ascii: "%"), let lead = hexByte(bytes[index + 1], bytes[index + 2]) else { return nil }
+        let length = switch lead {
+        case 0xC0...0xDF: 2
+        case 0xE0...0xEF: 3
+        case 0xF0...0xF7: 4
+        default: 1
+        }
+        var sequence = [lead]
+        var next = index + 3
+        while sequence.count < length, next + 2 < bytes.count, bytes[next] == UInt8(ascii: "%"),
+              let byte = hexByte(bytes[next + 1], bytes[next + 2]), byte & 0xC0 == 0x80 {
+            sequence.append(byte)
+            next += 3
+        }
+        return (sequence, next)
+    }
+
+    private static func hexByte(_ high: UInt8, _ low: UInt8) -> UInt8? {
+        guard let high = hexValue(high), let low = hexValue(low) else { return nil }
+        return high << 4 | low
+    }
+
+    private static func hexValue(_ byte: UInt8) -> UInt8? {
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
+        default: nil
+        }
+    }
+
+    /// The text `segment` stands for, its escapes decoded; an escape that starts no valid UTF-8
+    /// character stays as written (`caf%E9.bin` stays so), so a name never holds an invalid one.
+    public static func decode(_ segment: Substring) -> String {
+        let bytes = Array(segment.utf8)
+        var out = ""
+        var index = 0
+        while index < bytes.count {
+            if let (sequence, end) = escapedCharacter(bytes, at: index) {
+                if let text = String(validating: sequence, as: UTF8.self) {
+                    out += text
+                    index = end
+                } else {
+                    out += String(decoding: bytes[index..<index + 3], as: UTF8.self)
+                    index += 3
+                }
+                continue
+            }
+            // A raw character of the segment: copy all of its bytes.
+            var end = index + 1
+            while end < bytes.count, bytes[end] & 0xC0 == 0x80 { end += 1 }
+            out += String(decoding: bytes[index..<end], as: UTF8.self)
+            index = end
+        }
+        return out
+    }
+}

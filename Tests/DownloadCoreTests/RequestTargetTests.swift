@@ -1,0 +1,111 @@
+import DownloadCore
+import Foundation
+import Testing
+
+/// A URL's path and query go on the wire as written: only what may not be raw is encoded.
+@Suite struct RequestTargetTests {
+    @Test(arguments: [
+        // Raw non-ASCII beside an escape: the `%` of the escape is never encoded again.
+        ("http://h.test/Übersicht%202026.pdf", "/%C3%9Cbersicht%202026.pdf"),
+        ("http://h.test/%C3%9Cbersicht%202026.pdf", "/%C3%9Cbersicht%202026.pdf"),
+        // A lone `%` is a percent sign; `%25` stays `%25`.
+        ("http://h.test/100%.zip", "/100%25.zip"),
+        ("http://h.test/100%25.zip", "/100%25.zip"),
+        ("http://h.test/a%2", "/a%252"),
+        // Escapes keep their case and meaning (`%2F` is not a slash, `%41` not an A).
+        ("http://h.test/a%2Fb/%41%7e", "/a%2Fb/%41%7e"),
+        // What RFC 3986 never allows raw is encoded; what it allows stays.
+        ("http://h.test/a{b}|c\"d<e>^`\\[f]", "/a%7Bb%7D%7Cc%22d%3Ce%3E%5E%60%5C%5Bf%5D"),
+        ("http://h.test/a;b=c,d:e@f!$&'()*+~-._", "/a;b=c,d:e@f!$&'()*+~-._"),
+        // The query likewise, `?` and `/` in it included; the fragment is never sent.
+        ("http://h.test/p?q=Ü%20x&r=%E9&s=a/b?c", "/p?q=%C3%9C%20x&r=%E9&s=a/b?c"),
+        ("http://h.test/p#Ü", "/p"),
+        ("http://h.test", "/"),
+        ("http://h.test?x=1", "/?x=1"),
+        ("http://h.test/テスト資料.pdf", "/%E3%83%86%E3%82%B9%E3%83%88%E8%B3%87%E6%96%99.pdf"),
+    ])
+    func theTargetIsTheURLAsWrittenWithOnlyWhatMayNotBeRawEncoded(input: String, target: String) throws {
+        let url = try URLValidation.parse(input)
+        #expect(RequestTarget.expected(url) == target)
+        #expect(RequestTarget.sent(url) == target, "what the HTTP client puts in the request line")
+        #expect(url.host == "h.test")
+    }
+
+    @Test func anEscapeThatIsNotUTF8IsRefusedRatherThanSentAsAnotherTarget() {
+        // The HTTP client would ask for `/` instead (Foundation cannot decode the path).
+        for input in ["http://h.test/caf%E9.bin", "http://h.test/dir/%FF%FE/x", "http://h.test/%C3x"] {
+            #expect(throws: URLValidation.Invalid.self, "\(input)") { try URLValidation.parse(input) }
+        }
+        do {
+            _ = try URLValidation.parse("http://h.test/caf%E9.bin")
+        } catch {
+            #expect(error.description == "invalid URL 'http://h.test/caf%E9.bin': its path holds an escape of a byte that is not UTF-8 (%E9), which haul cannot send as written")
+        }
+        // In the query the client sends it as written, so it is accepted.
+        #expect((try? URLValidation.parse("http://h.test/a?name=caf%E9")).map(RequestTarget.sent) == "/a?name=caf%E9")
+    }
+
+    @Test func aRedirectToAnUnsendableTargetIsRefusedAndARawLocationIsEncoded() throws {
+        let base = try #require(URL(string: "http://h.test/a/b"))
+        let raw = Redirects.decide(status: 302, location: "Übersicht%202026.pdf", from: base, visited: [base], allowDowngrade: false)
+        #expect(raw == .follow(try #require(URL(string: "http://h.test/a/%C3%9Cbersicht%202026.pdf"))))
+        let latin = Redirects.decide(status: 302, location: "/caf%E9.bin", from: base, visited: [base], allowDowngrade: false)
+        guard case .refuse(let reason) = latin else {
+            Issue.record("followed: \(latin)")
+            return
+        }
+        #expect(reason.contains("not UTF-8 (%E9)"), "\(reason)")
+    }
+
+    @Test(arguments: [
+        ("http://h.test/dir/Übersicht%202026.pdf", "Übersicht 2026.pdf"),
+        ("http://h.test/caf%C3%A9.bin?x=1", "café.bin"),
+        ("http://h.test/a%2Fb", "b"),
+        ("http://h.test/%2E%2E", "index.html"),
+        ("http://h.test/", "index.html"),
+        ("http://h.test/100%25.zip", "100%.zip"),
+        ("http://h.test/x%1B%5B31m.txt", "x[31m.txt"),
+    ])
+    func theFileNameComesFromTheDecodedBytesMadeSafe(input: String, name: String) throws {
+        #expect(FileNaming.name(for: try URLValidation.parse(input)) == name)
+    }
+
+    @Test func decodingKeepsAnEscapeThatIsNotUTF8AsWritten() {
+        #expect(RequestTarget.decode("caf%E9.bin") == "caf%E9.bin")
+        #expect(RequestTarget.decode("%C3%A9%E9%41") == "é%E9A")
+        #expect(RequestTarget.decode("%C3%A9%A9") == "é%A9")
+        #expect(RequestTarget.decode("%F0%9F%91%8D") == "👍")
+        #expect(RequestTarget.decode("%") == "%")
+        #expect(RequestTarget.decode("%4") == "%4")
+    }
+
+    /// Random paths and queries made of escapes (UTF-8 or not), raw non-ASCII, reserved and
+    /// forbidden characters: every URL accepted is sent as written, and named by its decoded bytes.
+    @Test func anyAcceptedURLIsSentAsWrittenAndNamedByItsDecodedBytes() {
+        var rng = SplitMix64(state: 0x7A26_E700)
+        var accepted = 0
+        for round in 0..<3_000 {
+            let text = "http://h.test/" + Self.randomPath(&rng)
+            guard let url = try? URLValidation.parse(text) else { continue }
+            accepted += 1
+            let target = RequestTarget.expected(url)
+            #expect(RequestTarget.sent(url) == target, "round \(round): \(text.debugDescription)")
+            #expect(target.utf8.allSatisfy { $0 > 0x20 && $0 < 0x7F }, "round \(round): a raw byte in \(target)")
+            // Encoding is idempotent: the target names itself.
+            #expect(RequestTarget.encode("http://h.test" + target) == "http://h.test" + target, "round \(round)")
+            let name = FileNaming.name(for: url)
+            #expect(!name.contains("/") && !name.unicodeScalars.contains(where: TerminalText.isControl), "round \(round): \(name.debugDescription)")
+        }
+        #expect(accepted > 1_000, "the generator must reach the interesting cases")
+    }
+
+    static let pieces = [
+        "%", "%2", "%20", "%25", "%2F", "%E9", "%C3%A9", "%C3", "%FF", "%e2%82%ac", "%F0%9F%91%8D", "%41", "%zz",
+        "Ü", "é", "テ", "👍", "/", "?", "&", "=", ";", "+", "{", "}", "|", "\\", "^", "`", "\"", "<", ">", "[", "]",
+        "a", "b.bin", "-", "_", "~", "!", "$", "'", "(", ")", "*", ",", ":", "@", "#", " ",
+    ]
+
+    static func randomPath(_ rng: inout SplitMix64) -> String {
+        (0..<Int.random(in: 0...10, using: &rng)).map { _ in pieces.randomElement(using: &rng) ?? "" }.joined()
+    }
+}
