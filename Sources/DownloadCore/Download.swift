@@ -40,6 +40,9 @@ public struct Download: Sendable, Hashable, Identifiable {
     public var etag: String?
     /// The Last-Modified date from the first response, as sent.
     public var lastModified: String?
+    /// The media type of the response that started the bytes on disk (`application/zip`), if it said:
+    /// a resume answered by an HTML page where the file was not one is an error page, not a new version.
+    public var contentType: String?
     /// The file name the server proposed in Content-Disposition, already made safe.
     public var serverFileName: String?
     /// Where the request ended up after redirects.

@@ -68,11 +68,15 @@ public struct ResponseFacts: Sendable, Hashable {
     public var retryAfter: String?
     /// `WWW-Authenticate` (401) or `Proxy-Authenticate` (407): the credentials asked for.
     public var authenticate: String?
+    /// The `Content-Type` header as sent.
+    public var contentType: String?
 
     public init(
         status: Int, reasonPhrase: String = "", contentLength: Int64? = nil, contentRange: String? = nil,
-        etag: String? = nil, lastModified: String? = nil, retryAfter: String? = nil, authenticate: String? = nil
+        etag: String? = nil, lastModified: String? = nil, retryAfter: String? = nil, authenticate: String? = nil,
+        contentType: String? = nil
     ) {
+        self.contentType = contentType
         self.authenticate = authenticate
         self.status = status
         self.reasonPhrase = reasonPhrase
@@ -81,6 +85,13 @@ public struct ResponseFacts: Sendable, Hashable {
         self.etag = etag
         self.lastModified = lastModified
         self.retryAfter = retryAfter
+    }
+
+    /// The media type (`text/html`), lower-cased, without parameters; nil when not sent.
+    public var mediaType: String? {
+        guard let contentType else { return nil }
+        let type = contentType.prefix { $0 != ";" }.trimmingCharacters(in: .whitespaces).lowercased()
+        return type.isEmpty ? nil : TerminalText.sanitize(String(type.prefix(80)))
     }
 
     /// "HTTP 404 Not Found".
@@ -127,12 +138,17 @@ public enum ResumeRules {
         return .resume(from: partLength, ifRange: ifRange)
     }
 
-    /// The decision for a response to `plan`, given what was known before it.
+    /// The decision for a response to `plan`, given what was known before it (`knownType`: the
+    /// media type of the response that started the bytes on disk).
     public static func decide(
-        plan: RequestPlan, response: ResponseFacts, knownTotal: Int64?, validators: Validators
+        plan: RequestPlan, response: ResponseFacts, knownTotal: Int64?, validators: Validators, knownType: String? = nil
     ) -> ResponseDecision {
         switch response.status {
         case 200:
+            if case .resume(let offset, _) = plan,
+               let page = errorPage(response, kept: offset, knownTotal: knownTotal, validators: validators, knownType: knownType) {
+                return .fail(reason: page)
+            }
             return .write(offset: 0, total: response.contentLength, disposition: dispositionOf200(plan: plan, response: response, validators: validators))
         case 206:
             return decide206(plan: plan, response: response, knownTotal: knownTotal, validators: validators)
@@ -167,6 +183,31 @@ public enum ResumeRules {
             // server does not do ranges. Telling them apart only changes what the row says.
             return .restarted(reason: whyWhole(response, validators))
         }
+    }
+
+    /// Why a 200 answering a resume of `kept` bytes looks like an error page rather than the file, or
+    /// nil when it may be the file (a new version, or a server that ignores ranges).
+    ///
+    /// Proxies, captive portals and overloaded servers answer with a small page and status 200.
+    /// Taken for a new version, it would throw the good bytes on disk away and be saved as the file,
+    /// so the download fails instead with what the server sent, keeping its bytes. It looks like one
+    /// when it is an HTML or text page where the file was not (or nothing said what the file was,
+    /// and the page drops the validators the file had), or when it is far smaller than the file
+    /// (less than half) without a validator to say the file changed.
+    static func errorPage(_ response: ResponseFacts, kept: Int64, knownTotal: Int64?, validators: Validators, knownType: String?) -> String? {
+        let type = response.mediaType
+        let page = type.map { ["text/html", "text/plain", "application/xhtml+xml"].contains($0) } ?? false
+        let wasPage = knownType.map { ["text/html", "text/plain", "application/xhtml+xml"].contains($0.lowercased()) }
+        let unvalidated = response.etag == nil && response.lastModified == nil
+        let total = knownTotal ?? kept
+        let suspicious = (page && wasPage == false)
+            || (page && wasPage == nil && unvalidated && !validators.isEmpty)
+            || (unvalidated && response.contentLength.map { $0 < total / 2 } == true)
+        guard suspicious else { return nil }
+        let size = response.contentLength.map { Format.bytes($0) } ?? "unknown length"
+        let what = [type, size, unvalidated ? "no validators" : nil].compactMap { $0 }.joined(separator: ", ")
+        return "the server answered the resume with HTTP 200 (\(what)) instead of the file: it looks like an error page, "
+            + "so the \(Format.bytes(kept)) on disk are kept (cancel and add the URL again if it is the new file)"
     }
 
     /// Why a 200 answered a Range + If-Range request: either the validator no longer matches, or the
@@ -222,7 +263,9 @@ public enum PartDecision: Sendable, Hashable {
 extension ResumeRules {
     /// The decision for the response to `Range: bytes=from-(to-1)` with `If-Range`, for a resource of
     /// `total` bytes whose parts were fetched under `validators`.
-    public static func decidePart(from: Int64, response: ResponseFacts, total: Int64, validators: Validators) -> PartDecision {
+    public static func decidePart(
+        from: Int64, response: ResponseFacts, total: Int64, validators: Validators, knownType: String? = nil, kept: Int64 = 0
+    ) -> PartDecision {
         switch response.status {
         case 206:
             guard let header = response.contentRange, let contentRange = ContentRange(header), let range = contentRange.range else {
@@ -239,6 +282,9 @@ extension ResumeRules {
             }
             return .write
         case 200:
+            if let page = errorPage(response, kept: kept, knownTotal: total, validators: validators, knownType: knownType) {
+                return .fail(reason: page)
+            }
             return .restart(reason: whyWhole(response, validators), freshBody: true)
         case 416:
             return .restart(reason: "range not satisfiable (resource shorter than before)", freshBody: false)

@@ -93,8 +93,14 @@ public struct SessionStateMachine: Sendable {
         public var finalURL: URL?
         public var serverFileName: String?
         public var disposition: Disposition
+        /// The media type the response said its body has (`text/html`), lower-cased, without parameters.
+        public var contentType: String?
 
-        public init(status: Int, total: Int64?, validators: Validators, finalURL: URL?, serverFileName: String?, disposition: Disposition) {
+        public init(
+            status: Int, total: Int64?, validators: Validators, finalURL: URL?, serverFileName: String?, disposition: Disposition,
+            contentType: String? = nil
+        ) {
+            self.contentType = contentType
             self.status = status
             self.total = total
             self.validators = validators
@@ -154,6 +160,8 @@ public struct SessionStateMachine: Sendable {
         public var knownTotal: Int64?
         /// The durable parts of a segmented download; empty for a prefix.
         public var segments: [Segment]
+        /// The media type of the response that started the bytes, when it said.
+        public var contentType: String?
     }
 
     /// The validators, total and parts that describe the bytes in the part file of `id` now.
@@ -161,7 +169,7 @@ public struct SessionStateMachine: Sendable {
         guard let download = downloads[id] else { return nil }
         return ResumeBasis(
             validators: Validators(etag: download.etag, lastModified: download.lastModified),
-            knownTotal: download.totalBytes, segments: download.segments
+            knownTotal: download.totalBytes, segments: download.segments, contentType: download.contentType
         )
     }
 
@@ -610,6 +618,7 @@ public struct SessionStateMachine: Sendable {
     private func adoptNewVersion(_ download: inout Download, info: ResponseInfo) {
         download.etag = info.validators.etag
         download.lastModified = info.validators.lastModified
+        download.contentType = info.contentType
         download.serverFileName = info.serverFileName
         download.totalBytes = info.total
         download.bytesOnDisk = 0

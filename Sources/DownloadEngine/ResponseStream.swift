@@ -110,6 +110,10 @@ final class ResponseStream: HTTPClientResponseDelegate, Sendable {
         var idleFlushScheduled = false
         /// The request ended: after `write` returns the descriptor may be closed, nothing is written.
         var ended = false
+        /// The error that ended the request, if one did.
+        var error: (any Error)?
+        /// Waits in `bodyStarted()` for the first body bytes.
+        var bodyWaiter: CheckedContinuation<Void, any Error>?
     }
 
     /// Bytes gathered before a `pwrite`: the fewest syscalls for the copy it costs.
@@ -142,7 +146,15 @@ final class ResponseStream: HTTPClientResponseDelegate, Sendable {
         if cancelled { task.cancel() }
         // Some failures end the task without telling the delegate: the head waiter hears of them here.
         task.futureResult.whenComplete { [self] result in
-            if case .failure(let error) = result { headFailed(error) } else { headFailed(HTTPClientError.remoteConnectionClosed) }
+            if case .failure(let error) = result {
+                headFailed(error)
+                state.withLockedValue { state in
+                    if state.error == nil { state.error = error }
+                }
+            } else {
+                headFailed(HTTPClientError.remoteConnectionClosed)
+            }
+            wakeBodyWaiter()
         }
     }
 
@@ -213,6 +225,43 @@ final class ResponseStream: HTTPClientResponseDelegate, Sendable {
         return .finished
     }
 
+    /// Returns once the first body bytes arrived (or the body ended empty); throws the error that
+    /// ended the request before any byte came.
+    ///
+    /// A restart from zero waits for this before it empties the part file: a connection that drops
+    /// right after its head must not cost the bytes the new version has not replaced yet.
+    func bodyStarted() async throws {
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                let ready = state.withLockedValue { state -> Result<Void, any Error>? in
+                    if let ready = Self.bodyState(state) { return ready }
+                    state.bodyWaiter = continuation
+                    return nil
+                }
+                if let ready { continuation.resume(with: ready) }
+            }
+        } onCancel: {
+            cancel()
+        }
+    }
+
+    /// Whether the body has started (or ended, or failed) as `bodyStarted()` sees it; nil while it waits.
+    private static func bodyState(_ state: State) -> Result<Void, any Error>? {
+        if state.early.readableBytes > 0 || state.writer != nil { return .success(()) }
+        if let error = state.error { return .failure(error) }
+        return state.ended ? .success(()) : nil
+    }
+
+    /// Wakes `bodyStarted()` once there is something to tell it.
+    private func wakeBodyWaiter() {
+        let (waiter, ready) = state.withLockedValue { state -> (CheckedContinuation<Void, any Error>?, Result<Void, any Error>?) in
+            guard let waiter = state.bodyWaiter, let ready = Self.bodyState(state) else { return (nil, nil) }
+            state.bodyWaiter = nil
+            return (waiter, ready)
+        }
+        if let waiter, let ready { waiter.resume(with: ready) }
+    }
+
     /// Drops the response and its body.
     func discard() {
         let promise = state.withLockedValue { state -> EventLoopPromise<Void>? in
@@ -251,11 +300,17 @@ final class ResponseStream: HTTPClientResponseDelegate, Sendable {
     }
 
     func didReceiveBodyPart(task: HTTPClient.Task<Void>, _ buffer: ByteBuffer) -> EventLoopFuture<Void> {
+        var waiter: CheckedContinuation<Void, any Error>?
+        defer { waiter?.resume() }
         let step = state.withLockedValue { state -> Step in
             if state.discarded { return .fail(SinkFull()) }
             guard var writer = state.writer else {
                 // Undecided: hold the bytes, and stop reading once a good many wait.
                 state.early.writeImmutableBuffer(buffer)
+                if buffer.readableBytes > 0 {
+                    waiter = state.bodyWaiter
+                    state.bodyWaiter = nil
+                }
                 if state.early.readableBytes >= Self.earlyLimit {
                     let promise = task.eventLoop.makePromise(of: Void.self)
                     state.earlyFull = promise
@@ -293,6 +348,9 @@ final class ResponseStream: HTTPClientResponseDelegate, Sendable {
 
     func didReceiveError(task: HTTPClient.Task<Void>, _ error: any Error) {
         headFailed(error)
+        state.withLockedValue { state in
+            if state.error == nil { state.error = error }
+        }
         let promise = state.withLockedValue { state -> EventLoopPromise<Void>? in
             defer { state.earlyFull = nil }
             return state.earlyFull
@@ -326,6 +384,7 @@ final class ResponseStream: HTTPClientResponseDelegate, Sendable {
             Self.flushPending(&state, progress)
             state.ended = true
         }
+        wakeBodyWaiter()
     }
 
     /// A slow or stalled server must not leave bytes unwritten (and uncounted) for long: whatever

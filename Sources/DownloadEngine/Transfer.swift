@@ -126,6 +126,7 @@ struct Transfer: Sendable {
         progress.bytesOnDisk.store(startLength, ordering: .relaxed)
         guard !Task.isCancelled, let basis = await basis() else { return Result(outcome: .stopped, bytesOnDisk: startLength) }
         var attempt = Attempt(path: order.partPath, validators: basis.validators, knownTotal: basis.knownTotal)
+        attempt.knownType = basis.contentType
         attempt.startLength = startLength
         defer { attempt.file?.close() }
         let outcome: Outcome
@@ -149,6 +150,8 @@ struct Transfer: Sendable {
         var path: String
         var validators: Validators
         var knownTotal: Int64?
+        /// The media type of the response that started the bytes on disk.
+        var knownType: String?
         var file: PartFile?
         var startLength: Int64 = 0
         /// Whether the bytes found were discarded (a restart from zero).
@@ -198,7 +201,7 @@ struct Transfer: Sendable {
             let (stream, head, finalURL) = try await open(range: plan.range, ifRange: plan.ifRange)
             let facts = Self.facts(of: head)
             let (offset, total, disposition): (Int64, Int64?, Disposition)
-            switch ResumeRules.decide(plan: plan, response: facts, knownTotal: knownTotal, validators: validators) {
+            switch ResumeRules.decide(plan: plan, response: facts, knownTotal: knownTotal, validators: validators, knownType: attempt.knownType) {
             case .write(let at, let length, let how):
                 (offset, total, disposition) = (at, length, how)
             case .complete(let total):
@@ -220,7 +223,16 @@ struct Transfer: Sendable {
                 stream.discard()
                 return .fatal(reason: reason)
             }
-            // Bytes are thrown away only here, once the replacement is in hand.
+            // Bytes are thrown away only here, once the replacement is in hand: its first bytes came
+            // (a connection that drops right after the head of a new version costs nothing).
+            if case .restarted = disposition, attempt.startLength > 0 {
+                do {
+                    try await stream.bodyStarted()
+                } catch {
+                    stream.cancel()
+                    throw error
+                }
+            }
             let file: PartFile
             do {
                 file = try attempt.open()
@@ -247,7 +259,7 @@ struct Transfer: Sendable {
                 progress.board = board
                 let context = PartsContext(
                     descriptor: file.descriptor, path: file.path, board: board, validators: info.validators, total: total,
-                    startBytes: offset, respondedAlready: true
+                    startBytes: offset, respondedAlready: true, knownType: info.contentType
                 )
                 return try await runParts(&attempt, file: file, context: context, first: stream, extraConnections: parts.count - 1)
             }
@@ -305,6 +317,8 @@ struct Transfer: Sendable {
         /// Bytes of all parts when the attempt began (what a resume kept).
         var startBytes: Int64
         var respondedAlready: Bool
+        /// The media type of the response that started the bytes.
+        var knownType: String?
     }
 
     /// How one connection of a segmented attempt ended.
@@ -334,7 +348,7 @@ struct Transfer: Sendable {
         let extra = hosts.openExtra(host, upTo: connections - 1, cap: connections)
         let context = PartsContext(
             descriptor: file.descriptor, path: file.path, board: board, validators: basis.validators, total: total,
-            startBytes: startBytes, respondedAlready: false
+            startBytes: startBytes, respondedAlready: false, knownType: basis.contentType
         )
         return try await runParts(&attempt, file: file, context: context, first: nil, extraConnections: extra)
     }
@@ -419,7 +433,10 @@ struct Transfer: Sendable {
             let (stream, head, finalURL) = opened
             do {
                 let facts = Self.facts(of: head)
-                switch ResumeRules.decidePart(from: claim.from, response: facts, total: context.total, validators: context.validators) {
+                let kept = board.withBoard(\.bytesOnDisk)
+                switch ResumeRules.decidePart(
+                    from: claim.from, response: facts, total: context.total, validators: context.validators, knownType: context.knownType, kept: kept
+                ) {
                 case .write:
                     if responded.claim() {
                         await self.responded(info(head, finalURL: finalURL, facts: facts, total: context.total, disposition: .resumed(from: context.startBytes, verified: true)))
@@ -582,7 +599,8 @@ struct Transfer: Sendable {
             etag: headers.first(name: "ETag").map(Self.trimmed),
             lastModified: headers.first(name: "Last-Modified").map(Self.trimmed),
             retryAfter: headers.first(name: "Retry-After"),
-            authenticate: headers.first(name: head.status.code == 407 ? "Proxy-Authenticate" : "WWW-Authenticate")
+            authenticate: headers.first(name: head.status.code == 407 ? "Proxy-Authenticate" : "WWW-Authenticate"),
+            contentType: headers.first(name: "Content-Type")
         )
     }
 
@@ -594,7 +612,8 @@ struct Transfer: Sendable {
             validators: Validators(etag: facts.etag, lastModified: facts.lastModified),
             finalURL: finalURL,
             serverFileName: proposed.flatMap(FileNaming.sanitize),
-            disposition: disposition
+            disposition: disposition,
+            contentType: facts.mediaType
         )
     }
 

@@ -151,6 +151,12 @@ public struct AppDatabase: QueueJournal, Sendable {
                 t.add(column: "checkpointSynced", .boolean).notNull().defaults(to: true)
             }
         }
+        migrator.registerMigration("v6: content type") { db in
+            try db.alter(table: "download") { t in
+                // The media type of the response that started the bytes on disk; NULL when unknown.
+                t.add(column: "contentType", .text)
+            }
+        }
         return migrator
     }
 

@@ -24,6 +24,7 @@ struct DownloadRecord: Codable, FetchableRecord, PersistableRecord, Sendable {
     var totalBytes: Int64?
     var etag: String?
     var lastModified: String?
+    var contentType: String?
     var finalURL: String?
     var serverFileName: String?
     var resumeOffset: Int64?
@@ -101,6 +102,7 @@ extension DownloadRecord {
         totalBytes = row["totalBytes"]
         etag = row["etag"]
         lastModified = row["lastModified"]
+        contentType = row["contentType"]
         finalURL = row["finalURL"]
         serverFileName = row["serverFileName"]
         resumeOffset = row["resumeOffset"]
@@ -148,6 +150,7 @@ extension DownloadRecord {
         totalBytes = download.totalBytes
         etag = download.etag
         lastModified = download.lastModified
+        contentType = download.contentType
         finalURL = download.finalURL?.absoluteString
         serverFileName = download.serverFileName
         resumeOffset = download.resumeOffset
@@ -192,6 +195,7 @@ extension DownloadRecord {
         download.totalBytes = totalBytes
         download.etag = etag
         download.lastModified = lastModified
+        download.contentType = contentType
         download.finalURL = finalURL.flatMap(URL.init(string:))
         download.serverFileName = serverFileName
         download.resumeOffset = resumeOffset

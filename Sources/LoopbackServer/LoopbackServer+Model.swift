@@ -53,6 +53,9 @@ public struct Faults: Sendable, Hashable {
     /// The resource changes (a new version: new bytes, ETag and Last-Modified) just before each of
     /// the first this-many Range requests is answered, as a file replaced while a download was paused.
     public var changeOnRangeRequests: Int = 0
+    /// Answer the first this-many Range requests with `200 text/html` and a small page without
+    /// validators, as a proxy or an overloaded server does.
+    public var errorPageOnRangeRequests: Int = 0
 
     public init() {}
 
@@ -101,6 +104,7 @@ struct ResourceEntry {
     var shortRangesServed = 0
     var changesServed = 0
     var silencesServed = 0
+    var errorPagesServed = 0
     /// How many of `faults.holdAt` the test has released.
     var holdsReleased = 0
 }

@@ -137,6 +137,7 @@ public final class LoopbackServer: Sendable {
             entry.stallsServed = 0
             entry.shortRangesServed = 0
             entry.holdsReleased = 0
+            entry.errorPagesServed = 0
             state.resources[path] = entry
         }
     }
@@ -246,6 +247,12 @@ public final class LoopbackServer: Sendable {
         headers.add(name: "Server", value: "haul-loopback")
         if !request.isKeepAlive { headers.replaceOrAdd(name: "Connection", value: "close") }
         try await outbound.write(.head(HTTPResponseHead(version: .http1_1, status: .init(statusCode: plan.status), headers: headers)))
+        if let page = plan.page, request.method != .HEAD {
+            try await outbound.write(.body(.byteBuffer(channel.allocator.buffer(string: page))))
+            try await outbound.write(.end(nil))
+            finish(index)
+            return true
+        }
         guard request.method != .HEAD, let body = plan.body else {
             try await outbound.write(.end(nil))
             finish(index)
@@ -271,6 +278,8 @@ public final class LoopbackServer: Sendable {
         var body: BodyPlan?
         /// Say nothing at all: hold the connection until the client gives up.
         var silent = false
+        /// A fixed body instead of the resource's bytes.
+        var page: String?
     }
 
     /// Decides status, headers and body of a response; counts the faults it uses.
@@ -306,6 +315,13 @@ public final class LoopbackServer: Sendable {
             return ResponsePlan(status: faults.failStatus, headers: headers, body: nil)
         }
 
+        if request.headers.first(name: "Range") != nil, entry.errorPagesServed < faults.errorPageOnRangeRequests {
+            entry.errorPagesServed += 1
+            let page = "<html><body><h1>Service temporarily unavailable</h1></body></html>"
+            headers.add(name: "Content-Type", value: "text/html; charset=utf-8")
+            headers.add(name: "Content-Length", value: String(page.utf8.count))
+            return ResponsePlan(status: 200, headers: headers, body: nil, page: page)
+        }
         if request.headers.first(name: "Range") != nil, entry.changesServed < faults.changeOnRangeRequests {
             entry.changesServed += 1
             entry.version += 1

@@ -124,6 +124,65 @@ import Testing
         }
     }
 
+    @Test func aResumeAnsweredByAnErrorPageKeepsTheBytesAndSaysWhatTheServerSent() async throws {
+        try await Harness.with({ $0.stallTimeout = .seconds(120) }) { h in
+            let size = 1024 * 1024
+            let kept = 300 * 1024
+            h.server.serve("/page.bin", size: size, faults: stalled(at: kept))
+            let target = h.path("page.bin")
+            let id = try await h.session.schedule(h.server.url("/page.bin"), to: .file(target))
+            try await h.wait(id) { $0.bytesOnDisk == Int64(kept) }
+            try await h.session.pause(id)
+            let prefix = try #require(FileManager.default.contents(atPath: target + ".part"))
+            // Before: the 300 KB were deleted and the 67-byte page saved as the completed file.
+            var faults = Faults()
+            faults.errorPageOnRangeRequests = 1
+            h.server.setFaults("/page.bin", faults)
+            try await h.session.resume(id)
+            let failed = try await h.wait(id) { $0.state.isFinished }
+            guard case .failed(let reason) = failed.state else {
+                Issue.record("ended \(failed.state)")
+                return
+            }
+            #expect(reason.hasPrefix("the server answered the resume with HTTP 200 (text/html"), "\(reason)")
+            #expect(reason.contains("300 KiB on disk are kept"), "\(reason)")
+            #expect(FileManager.default.contents(atPath: target + ".part") == prefix, "the bytes on disk are untouched")
+            #expect(!FileManager.default.fileExists(atPath: target))
+            // The server is right again: a retry resumes from the bytes kept.
+            try await h.session.resume(id)
+            let done = try await h.waitCompleted(id)
+            #expect(sha256(ofFile: target) == h.server.sha256("/page.bin"))
+            #expect(done.restartCount == 0)
+            #expect(h.gets("/page.bin").last?.range == "bytes=\(kept)-")
+            #expect(h.gets("/page.bin").last?.status == 206)
+        }
+    }
+
+    @Test func aRestartKeepsTheOldBytesUntilTheNewVersionsFirstBytesCame() async throws {
+        try await Harness.with({ $0.stallTimeout = .seconds(120) }) { h in
+            let size = 1024 * 1024
+            let kept = 256 * 1024
+            h.server.serve("/swap.bin", size: size, faults: stalled(at: kept))
+            let target = h.path("swap.bin")
+            let id = try await h.session.schedule(h.server.url("/swap.bin"), to: .file(target))
+            try await h.wait(id) { $0.bytesOnDisk == Int64(kept) }
+            try await h.session.pause(id)
+            // The server now ignores ranges, and its first 200 drops right after the head.
+            var faults = Faults()
+            faults.ignoreRange = true
+            faults.closeAfterBytes = 0
+            h.server.setFaults("/swap.bin", faults)
+            try await h.session.resume(id)
+            let done = try await h.waitCompleted(id)
+            #expect(sha256(ofFile: target) == h.server.sha256("/swap.bin"))
+            #expect(done.restartReason == "server ignores ranges")
+            let gets = h.gets("/swap.bin")
+            #expect(gets.count == 3, "\(gets.map(\.range))")
+            // Before: the dropped 200 had emptied the part file, and the retry asked for everything.
+            #expect(gets.last?.range == "bytes=\(kept)-", "the retry still had the old bytes to resume from")
+        }
+    }
+
     @Test func withoutValidatorsAndTheSameLengthAResumeIsUnverified() async throws {
         try await Harness.with { h in
             let size = 2 * 1024 * 1024
