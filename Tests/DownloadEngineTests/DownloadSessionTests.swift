@@ -124,15 +124,20 @@ import Testing
         }
     }
 
+    /// A 1 MiB download of `path` paused with exactly `kept` bytes on disk; its id and destination.
+    func pausedAt(_ kept: Int, of path: String, _ h: Harness) async throws -> (DownloadID, String) {
+        h.server.serve(path, size: 1024 * 1024, faults: stalled(at: kept))
+        let target = h.path(String(path.dropFirst()))
+        let id = try await h.session.schedule(h.server.url(path), to: .file(target))
+        try await h.wait(id) { $0.bytesOnDisk == Int64(kept) }
+        try await h.session.pause(id)
+        return (id, target)
+    }
+
     @Test func aResumeAnsweredByAnErrorPageKeepsTheBytesAndSaysWhatTheServerSent() async throws {
         try await Harness.with({ $0.stallTimeout = .seconds(120) }) { h in
-            let size = 1024 * 1024
             let kept = 300 * 1024
-            h.server.serve("/page.bin", size: size, faults: stalled(at: kept))
-            let target = h.path("page.bin")
-            let id = try await h.session.schedule(h.server.url("/page.bin"), to: .file(target))
-            try await h.wait(id) { $0.bytesOnDisk == Int64(kept) }
-            try await h.session.pause(id)
+            let (id, target) = try await pausedAt(kept, of: "/page.bin", h)
             let prefix = try #require(FileManager.default.contents(atPath: target + ".part"))
             // Before: the 300 KB were deleted and the 67-byte page saved as the completed file.
             var faults = Faults()
@@ -160,13 +165,8 @@ import Testing
 
     @Test func aRestartKeepsTheOldBytesUntilTheNewVersionsFirstBytesCame() async throws {
         try await Harness.with({ $0.stallTimeout = .seconds(120) }) { h in
-            let size = 1024 * 1024
             let kept = 256 * 1024
-            h.server.serve("/swap.bin", size: size, faults: stalled(at: kept))
-            let target = h.path("swap.bin")
-            let id = try await h.session.schedule(h.server.url("/swap.bin"), to: .file(target))
-            try await h.wait(id) { $0.bytesOnDisk == Int64(kept) }
-            try await h.session.pause(id)
+            let (id, target) = try await pausedAt(kept, of: "/swap.bin", h)
             // The server now ignores ranges, and its first 200 drops right after the head.
             var faults = Faults()
             faults.ignoreRange = true
