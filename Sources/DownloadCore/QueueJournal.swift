@@ -9,6 +9,19 @@ public protocol QueueJournal: Sendable {
     func commit(_ changes: QueueChanges) throws
 }
 
+/// A commit the journal could not make, said in the project's words.
+public struct JournalFailure: Error, CustomStringConvertible, Sendable, Hashable {
+    /// Why, in one line ("the disk holding the queue is full").
+    public var description: String
+    /// Whether trying again soon may succeed (a busy database), unlike a full or read-only disk.
+    public var transient: Bool
+
+    public init(_ description: String, transient: Bool = false) {
+        self.description = description
+        self.transient = transient
+    }
+}
+
 /// One transaction's worth of queue changes.
 public struct QueueChanges: Sendable, Hashable {
     /// Downloads to insert or update, whole. Their `bytesOnDisk` is a checkpoint: the part file was

@@ -8,6 +8,9 @@ public struct SessionSnapshot: Sendable, Hashable {
     }
     /// How many downloads may transfer at once.
     public var maxActive: Int
+    /// Why the latest changes could not be saved to the queue, while they cannot; nil once a commit
+    /// succeeds. What the picture shows beyond the last commit is then not stored.
+    public var unsaved: String?
     /// Where each download is in `downloads` (a lookup per id must not scan a long queue).
     private var positions: [DownloadID: Int]
 

@@ -97,6 +97,9 @@ public actor DownloadSession {
     private var checkpointing: Set<DownloadID> = []
     /// The snapshot published last.
     private var published = SessionSnapshot(downloads: [], maxActive: 0)
+    /// Why the journal refuses commits, from the first that failed until one succeeds: snapshots
+    /// say so, and commits are tried once instead of for seconds (a full disk stays full).
+    private var journalFailure: String?
 
     private struct RunningTransfer {
         var attempt: AttemptID
@@ -662,24 +665,28 @@ public actor DownloadSession {
             }
         }
         // Taken with the changes: it shows exactly what this commit wrote.
-        let snapshot = show ? visibleSnapshot() : nil
+        var snapshot = show ? visibleSnapshot() : nil
         if let journal, !changes.isEmpty {
-            // A busy or full disk may pass: retry for about three seconds before showing the change
-            // anyway (the rows stay dirty, so the next commit writes them again).
+            // A busy database may pass: retry for about three seconds before showing the change
+            // anyway (the rows stay dirty, so the next commit writes them again). A full or
+            // read-only disk gets one try a commit: it is said on every snapshot, and a quit must
+            // not take seconds per commit.
             var delayMilliseconds = 50
-            var failure: String?
-            for _ in 0..<6 {
+            var failure: JournalFailure?
+            for _ in 0..<(journalFailure == nil ? 6 : 1) {
                 failure = await withCheckedContinuation { continuation in
                     journalQueue.async {
                         do {
                             try journal.commit(changes)
                             continuation.resume(returning: nil)
+                        } catch let error as JournalFailure {
+                            continuation.resume(returning: error)
                         } catch {
-                            continuation.resume(returning: String(describing: error))
+                            continuation.resume(returning: JournalFailure(TerminalText.sanitize(String(describing: error)), transient: true))
                         }
                     }
                 }
-                guard failure != nil else { break }
+                guard let failure, failure.transient else { break }
                 // Not `Task.sleep`: a publish woken early (cancelled) must still wait between tries.
                 await withCheckedContinuation { continuation in
                     journalQueue.asyncAfter(deadline: .now() + .milliseconds(delayMilliseconds)) {
@@ -688,8 +695,10 @@ public actor DownloadSession {
                 }
                 delayMilliseconds *= 2
             }
-            if let failure { commitFailed(changes, reason: failure) }
+            if let failure { commitFailed(changes, reason: failure.description) }
+            journalFailure = failure.map { "cannot save the queue: \($0.description)" }
         }
+        snapshot?.unsaved = journalFailure
         guard let snapshot else { return }
         published = snapshot
         lastShown = .now

@@ -197,12 +197,30 @@ public struct AppDatabase: QueueJournal, Sendable {
     }
 
     /// Writes every element of `batch` (each with its own checkpoint boot) in one transaction.
+    ///
+    /// - Throws: `JournalFailure`, saying in one line why nothing was written.
     public func commit(batch: [QueueChanges]) throws {
         let batch = batch.filter { !$0.isEmpty }
         guard !batch.isEmpty else { return }
         let now = Date()
-        try writer.write { db in
-            for changes in batch { try Self.apply(changes, db, now: now) }
+        do {
+            try writer.write { db in
+                for changes in batch { try Self.apply(changes, db, now: now) }
+            }
+        } catch let error as DatabaseError {
+            throw JournalFailure(Self.describe(error), transient: [.SQLITE_BUSY, .SQLITE_LOCKED].contains(error.resultCode))
+        }
+    }
+
+    /// A failed write of the queue in haul's words, by SQLite's result code.
+    static func describe(_ error: DatabaseError) -> String {
+        switch error.resultCode {
+        case .SQLITE_FULL: "the disk holding the queue is full"
+        case .SQLITE_READONLY, .SQLITE_PERM, .SQLITE_CANTOPEN, .SQLITE_AUTH: "the queue's database cannot be written (read-only or forbidden)"
+        case .SQLITE_IOERR: "the disk holding the queue failed to write (I/O error)"
+        case .SQLITE_BUSY, .SQLITE_LOCKED: "the queue's database is busy"
+        case .SQLITE_CORRUPT, .SQLITE_NOTADB: "the queue's database is damaged"
+        default: "the queue's database refused the write (SQLite error \(error.resultCode.primaryResultCode.rawValue))"
         }
     }
 

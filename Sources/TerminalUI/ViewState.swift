@@ -101,6 +101,13 @@ public struct ViewState: Sendable {
     /// Takes a new picture of the queue, keeping the selection on its row (or a neighbour when the
     /// row went away).
     public mutating func apply(_ snapshot: SessionSnapshot) {
+        if snapshot.unsaved != self.snapshot.unsaved {
+            if let unsaved = snapshot.unsaved {
+                message = StatusMessage("\(unsaved): what is shown is not stored; the bytes on disk are kept", isError: true)
+            } else {
+                message = StatusMessage("the queue is saved again")
+            }
+        }
         self.snapshot = snapshot
         let downloads = snapshot.downloads
         if let selected, let index = downloads.firstIndex(where: { $0.id == selected }) {

@@ -14,7 +14,8 @@ struct Get: AsyncParsableCommand {
         connection) resumes from its bytes on disk when asked for again, and a file already downloaded \
         to the same place is not fetched again.
 
-        Exit status: 0 when every download completed, 1 when any failed or paused, 2 for bad input or \
+        Exit status: 0 when every download completed, 1 when any failed or paused or the queue could \
+        not be saved (said on stderr), 2 for bad input or \
         a queue in use by another haul; 130, 143 or 129 after SIGINT, SIGTERM or SIGHUP (everything \
         paused and checkpointed first).
         """
@@ -67,7 +68,8 @@ struct Get: AsyncParsableCommand {
             throw ExitCode(128 + signal)
         }
         let allCompleted = ids.allSatisfy { finalSnapshot[$0]?.state == .completed }
-        if !allCompleted { throw ExitCode(1) }
+        // A queue that could not be saved is no success, whatever the rows showed.
+        if !allCompleted || printer.sawUnsaved { throw ExitCode(1) }
     }
 
     /// Every download this run asked for has completed, failed, been cancelled, or paused (disk full).

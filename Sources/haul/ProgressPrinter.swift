@@ -12,6 +12,9 @@ final class ProgressPrinter {
     private var lastProgressLine: [DownloadID: Date] = [:]
     private var lastStatusLine = Date.distantPast
     private var statusLineShown = false
+    private var lastUnsaved: String?
+    /// Whether a commit of the queue failed during the run (the exit status says so).
+    private(set) var sawUnsaved = false
 
     init(json: Bool, isTerminal: Bool) {
         self.json = json
@@ -28,6 +31,16 @@ final class ProgressPrinter {
 
     func show(_ snapshot: SessionSnapshot, ids: [DownloadID]) {
         let now = Date()
+        if snapshot.unsaved != lastUnsaved {
+            lastUnsaved = snapshot.unsaved
+            if let unsaved = snapshot.unsaved {
+                sawUnsaved = true
+                // Where a person looks: on stderr, and as an event of its own in JSON.
+                clearStatusLine()
+                Self.writeError("haul: \(unsaved); the bytes on disk are kept, and the next haul resumes from them\n")
+                if json { write(Self.json(["event": "unsaved", "error": unsaved]) + "\n") }
+            }
+        }
         for id in ids {
             guard let download = snapshot[id] else { continue }
             if lastRestartCount[id, default: 0] != download.restartCount {
@@ -126,6 +139,10 @@ final class ProgressPrinter {
             "speed": Int64(download.bytesPerSecond),
             "error": reason.map { $0 as Any } ?? NSNull(),
         ]
+        return Self.json(object)
+    }
+
+    private static func json(_ object: [String: Any]) -> String {
         guard let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]) else { return "{}" }
         return String(decoding: data, as: UTF8.self)
     }
@@ -150,10 +167,18 @@ final class ProgressPrinter {
     /// Writes to stdout with `write(2)`: a terminal that went away (SIGHUP) fails the write
     /// instead of the process.
     private func write(_ text: String) {
+        Self.write(text, to: STDOUT_FILENO)
+    }
+
+    private static func writeError(_ text: String) {
+        write(text, to: STDERR_FILENO)
+    }
+
+    private static func write(_ text: String, to descriptor: Int32) {
         let bytes = Array(text.utf8)
         var offset = 0
         while offset < bytes.count {
-            let written = bytes[offset...].withUnsafeBytes { Foundation.write(STDOUT_FILENO, $0.baseAddress, $0.count) }
+            let written = bytes[offset...].withUnsafeBytes { Foundation.write(descriptor, $0.baseAddress, $0.count) }
             if written < 0, errno == EINTR { continue }
             guard written > 0 else { return }
             offset += written

@@ -165,6 +165,38 @@ import Testing
         }
     }
 
+    /// A journal whose disk is full until the test frees it.
+    final class FullJournal: QueueJournal {
+        let commits = Mutex(0)
+        let full = Mutex(true)
+
+        func commit(_ changes: QueueChanges) throws {
+            commits.withLock { $0 += 1 }
+            if full.withLock({ $0 }) { throw JournalFailure("the disk holding the queue is full") }
+        }
+    }
+
+    @Test func aJournalThatCannotWriteIsSaidOnEverySnapshotAndTriedOnceACommit() async throws {
+        try await Bench.with { bench in
+            let journal = FullJournal()
+            let session = DownloadSession(configuration: Harness.testConfiguration(), journal: journal)
+            bench.sessions.withLock { $0.append(session) }
+            bench.server.serve("/u.bin", size: 100_000)
+            let id = try await session.schedule(bench.server.url("/u.bin"), to: .file(bench.path("u.bin")))
+            // The schedule waited for its commit: one try, not seconds of them (a full disk stays full).
+            #expect(journal.commits.withLock { $0 } == 1)
+            #expect(await session.snapshot().unsaved == "cannot save the queue: the disk holding the queue is full")
+            let done = try await wait(session, id) { $0.state == .completed }
+            #expect(done.state == .completed, "the transfer itself goes on")
+            #expect(await session.snapshot().unsaved != nil)
+            // Space is back: the next commit saves everything that was not, and the snapshots say so.
+            journal.full.withLock { $0 = false }
+            try await session.setMaxActive(2)
+            #expect(await session.snapshot().unsaved == nil)
+            await session.shutdown()
+        }
+    }
+
     @Test func withoutFsyncCheckpointsAreStoredUnsyncedUntilAPauseSyncsThem() async throws {
         try await Bench.with { bench in
             let size = 3 * 1024 * 1024

@@ -19,6 +19,22 @@ import Testing
         Fixture.downloads[index].id
     }
 
+    @Test func aQueueThatCannotBeSavedIsSaidOnTheMessageLineUntilItIsAgain() {
+        var state = state(selecting: 0)
+        var snapshot = state.snapshot
+        snapshot.unsaved = "cannot save the queue: the disk holding the queue is full"
+        state.apply(snapshot)
+        #expect(state.message == StatusMessage("cannot save the queue: the disk holding the queue is full: what is shown is not stored; the bytes on disk are kept", isError: true))
+        #expect(render(state).lines.contains { $0.text.hasPrefix("cannot save the queue") })
+        // Said once, not again for every snapshot while it lasts.
+        state.message = nil
+        state.apply(snapshot)
+        #expect(state.message == nil)
+        snapshot.unsaved = nil
+        state.apply(snapshot)
+        #expect(state.message == StatusMessage("the queue is saved again"))
+    }
+
     @Test func spaceAndPTogglePauseAndResume() {
         var state = state(selecting: 0)
         #expect(state.handle([.char(" ")]) == [.pause(id(0))])
