@@ -61,6 +61,11 @@ public struct Download: Sendable, Hashable, Identifiable {
     /// The parts of a segmented download as last made durable (fsync'd); empty when the part file is
     /// one prefix of the resource (its length is then the truth).
     public var segments: [Segment] = []
+    /// The parts as written (not yet fsync'd) when last recorded, a few times a second: in the boot
+    /// that wrote them the page cache holds those bytes, so a `kill -9` resumes each part there
+    /// instead of at the last synced checkpoint. Never trusted after a reboot; empty when `segments`
+    /// is as far along.
+    public var writtenSegments: [Segment] = []
     /// Connections the running attempt has open; not stored.
     public var connections: Int = 0
 

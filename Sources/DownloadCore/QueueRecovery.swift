@@ -34,6 +34,9 @@ public enum QueueRecovery {
     ) -> Plan {
         var download = download
         download.bytesPerSecond = 0
+        // Written parts are the page cache's word: good in the boot that wrote them, and only there.
+        let written = download.writtenSegments
+        download.writtenSegments = []
         let rebooted = checkpointBoot != nil && currentBoot != nil && checkpointBoot != currentBoot
         switch download.state {
         case .cancelled:
@@ -63,6 +66,14 @@ public enum QueueRecovery {
             return startOver(download, reason: "rebooted, and the part file was never synced (--no-fsync)", truncateTo: partLength == nil ? nil : 0)
         }
         if !download.segments.isEmpty {
+            let sameBoot = currentBoot != nil && checkpointBoot == currentBoot
+            if sameBoot, !written.isEmpty, Segments.isValid(written, total: download.totalBytes),
+               Segments.bytesOnDisk(written) > Segments.bytesOnDisk(download.segments) {
+                var ahead = download
+                ahead.segments = written
+                let plan = segmented(ahead, partLength: partLength)
+                if plan.note == nil { return plan }
+            }
             return segmented(download, partLength: partLength)
         }
         guard let partLength else {
@@ -81,8 +92,9 @@ public enum QueueRecovery {
     }
 
     /// A segmented part file has holes, so its length proves nothing: the parts stored (fsync'd before
-    /// they were) are the truth, in this boot and after a reboot alike. Bytes written after the last
-    /// checkpoint are fetched again; parts that claim bytes the file cannot hold are not trusted.
+    /// they were) are the truth, in this boot and after a reboot alike, and in this boot the parts
+    /// recorded as written are ahead of them. Bytes written after the last record are fetched again;
+    /// parts that claim bytes the file cannot hold are not trusted.
     private static func segmented(_ download: Download, partLength: Int64?) -> Plan {
         var download = download
         let parts = download.segments

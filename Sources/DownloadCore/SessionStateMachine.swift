@@ -499,6 +499,16 @@ public struct SessionStateMachine: Sendable {
     public mutating func recordSegments(_ id: DownloadID, _ segments: [Segment]) {
         guard var download = downloads[id], download.state != .cancelled, download.state != .completed else { return }
         download.segments = segments
+        // The synced parts are at least as far along as any written parts recorded before them.
+        download.writtenSegments = []
+        downloads[id] = download
+    }
+
+    /// The parts of the running attempt as written so far, not synced: trusted after a crash in this
+    /// boot only (see `QueueRecovery`). Ignored unless `attempt` still runs.
+    public mutating func recordWrittenSegments(_ id: DownloadID, attempt: AttemptID, _ segments: [Segment]) {
+        guard running[id] == attempt, var download = downloads[id], !download.segments.isEmpty else { return }
+        download.writtenSegments = segments
         downloads[id] = download
     }
 
@@ -507,6 +517,7 @@ public struct SessionStateMachine: Sendable {
     public mutating func discardVersion(_ id: DownloadID) {
         guard var download = downloads[id], download.state != .cancelled else { return }
         download.segments = []
+        download.writtenSegments = []
         download.etag = nil
         download.lastModified = nil
         download.totalBytes = nil

@@ -39,6 +39,9 @@ public actor DownloadSession {
         /// Without `syncOnCompletion` the checkpoint is not fsync'd: it is stored as unsynced, which
         /// is trusted until a reboot.
         public var checkpointInterval: Duration = .seconds(1)
+        /// How often the parts of a segmented download are recorded as written, without an fsync:
+        /// what a `kill -9` in this boot resumes from (its parts' bytes are in the page cache).
+        public var writtenPartsInterval: Duration = .milliseconds(250)
         public var logger: Logger = Logger(label: "haul.engine", factory: { _ in SwiftLogNoOpLogHandler() })
 
         public init() {}
@@ -62,6 +65,7 @@ public actor DownloadSession {
     private var ticker: Task<Void, Never>?
     private let clockOrigin = ContinuousClock.now
     private var lastCheckpoint = ContinuousClock.now
+    private var lastWrittenParts = ContinuousClock.now
     private var isShutDown = false
     private var shutdownTask: Task<Void, Never>?
 
@@ -549,6 +553,9 @@ public actor DownloadSession {
         if journal != nil, lastCheckpoint.duration(to: .now) >= configuration.checkpointInterval {
             lastCheckpoint = .now
             checkpointRunning()
+        } else if journal != nil, lastWrittenParts.duration(to: .now) >= configuration.writtenPartsInterval {
+            lastWrittenParts = .now
+            recordWrittenParts()
         }
         if changed { publish(soon: true) }
         return true
@@ -583,6 +590,22 @@ public actor DownloadSession {
                     && progress.board === board
                 await self?.checkpointed(id, attempt: attempt, bytes: bytes, parts: parts, valid: valid, synced: true)
             }
+        }
+    }
+
+    /// Records the parts of each segmented transfer as written, unsynced: a few small commits a
+    /// second, where a checkpoint's fsync comes once a second. A part file with holes cannot tell
+    /// how far each part got, so without this a `kill -9` would fetch up to a second of every
+    /// connection again.
+    private func recordWrittenParts() {
+        for (id, transfer) in transfers {
+            // The board is gone (nil) before a restart empties the file: nothing of the old version
+            // is recorded after the store forgot its parts.
+            guard let parts = transfer.progress.board?.segments, let download = machine.download(id) else { continue }
+            let recorded = download.writtenSegments.isEmpty ? download.segments : download.writtenSegments
+            guard Segments.bytesOnDisk(parts) > Segments.bytesOnDisk(recorded) else { continue }
+            machine.recordWrittenSegments(id, attempt: transfer.attempt, parts)
+            publish(soon: true)
         }
     }
 

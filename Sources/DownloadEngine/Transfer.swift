@@ -474,10 +474,11 @@ struct Transfer: Sendable {
     /// Throws the parts away and fetches the file again from zero, front to back: with `fresh`, the
     /// 200 that already carries the new version, else with a new request.
     private func restartWhole(_ attempt: inout Attempt, reason: String, fresh: ResponseStream?) async throws -> Outcome {
-        // The store forgets the parts before the file loses them.
+        // The store forgets the parts before the file loses them; no record of written parts may
+        // come after it (they are read from the board).
+        progress.board = nil
         await discardVersion()
         attempt.board = nil
-        progress.board = nil
         attempt.restarted = true
         let file: PartFile
         do {

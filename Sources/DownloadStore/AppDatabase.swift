@@ -157,6 +157,12 @@ public struct AppDatabase: QueueJournal, Sendable {
                 t.add(column: "contentType", .text)
             }
         }
+        migrator.registerMigration("v7: written parts") { db in
+            try db.alter(table: "download") { t in
+                // The parts as written, unsynced, trusted only in the boot of `checkpointBootID`.
+                t.add(column: "writtenSegments", .text)
+            }
+        }
         return migrator
     }
 

@@ -43,6 +43,7 @@ struct DownloadRecord: Codable, FetchableRecord, PersistableRecord, Sendable {
     var checksum: String?
     /// The durable parts of a segmented download (`start-next-end,…`); nil for a prefix.
     var segments: String?
+    var writtenSegments: String?
     /// Connections the download may open (`--connections`).
     var connections: Int
     /// The boot the checkpoint was taken in; after a reboot only a synced checkpoint is trusted.
@@ -118,6 +119,7 @@ extension DownloadRecord {
         requestHeaders = row["requestHeaders"]
         checksum = row["checksum"]
         segments = row["segments"]
+        writtenSegments = row["writtenSegments"]
         connections = row["connections"]
         checkpointBootID = row["checkpointBootID"]
         checkpointSynced = row["checkpointSynced"]
@@ -166,6 +168,7 @@ extension DownloadRecord {
         requestHeaders = download.options.headers.isEmpty ? nil : download.options.headers.map(\.description).joined(separator: "\n")
         checksum = download.options.checksum?.description
         segments = download.segments.isEmpty ? nil : Segments.encode(download.segments)
+        writtenSegments = download.writtenSegments.isEmpty ? nil : Segments.encode(download.writtenSegments)
         connections = download.options.connections
         checkpointBootID = bootID
         checkpointSynced = synced
@@ -222,6 +225,8 @@ extension DownloadRecord {
             // file and starts over rather than taking its holes for a prefix.
             download.segments = Segments.decode(segments).flatMap { $0.isEmpty ? nil : $0 } ?? [Segment(start: -1, next: -1, end: -1)]
         }
+        // Unreadable written parts are simply not used: the synced ones still describe the file.
+        download.writtenSegments = writtenSegments.flatMap(Segments.decode) ?? []
         if let completedPath {
             download.completedPaths = [completedPath] + extras.compactMap(\.completedPath)
         }

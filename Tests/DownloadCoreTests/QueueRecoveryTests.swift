@@ -63,6 +63,29 @@ import Testing
         #expect(same.download.bytesOnDisk == 600)
     }
 
+    @Test func writtenPartsAreTrustedInTheBootThatWroteThemOnly() throws {
+        var download = try row(.downloading, checkpoint: 600)
+        download.segments = [Segment(start: 0, next: 300, end: 500), Segment(start: 500, next: 800, end: 1000)]
+        let written = [Segment(start: 0, next: 450, end: 500), Segment(start: 500, next: 950, end: 1000)]
+        download.writtenSegments = written
+        // A kill -9 in this boot: the page cache holds what was written; each part resumes there.
+        let same = QueueRecovery.plan(download, partLength: 1000, checkpointBoot: "b1", currentBoot: "b1")
+        #expect(same.download.segments == written)
+        #expect(same.download.bytesOnDisk == 900)
+        #expect(same.download.writtenSegments.isEmpty, "used once, then the parts are the truth")
+        #expect(same.note == nil)
+        // After a reboot only the synced parts are.
+        let rebooted = QueueRecovery.plan(download, partLength: 1000, checkpointBoot: "b1", currentBoot: "b2")
+        #expect(rebooted.download.segments == download.segments)
+        #expect(rebooted.download.bytesOnDisk == 600)
+        // An unknown boot could be another one.
+        #expect(QueueRecovery.plan(download, partLength: 1000, checkpointBoot: "b1", currentBoot: nil).download.segments == download.segments)
+        // Written parts the file cannot hold, or that do not tile it, fall back to the synced ones.
+        #expect(QueueRecovery.plan(download, partLength: 900, checkpointBoot: "b1", currentBoot: "b1").download.segments == download.segments)
+        download.writtenSegments = [Segment(start: 0, next: 450, end: 600)]
+        #expect(QueueRecovery.plan(download, partLength: 1000, checkpointBoot: "b1", currentBoot: "b1").download.segments == download.segments)
+    }
+
     @Test func afterARebootAShorterPartFileIsAllThereIs() throws {
         let plan = QueueRecovery.plan(try row(.downloading), partLength: 300, checkpointBoot: "b1", currentBoot: "b2")
         #expect(plan.truncateTo == nil)

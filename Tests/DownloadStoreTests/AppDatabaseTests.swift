@@ -65,7 +65,7 @@ import Testing
         try database.saveSetting("maxActive", "5")
         try database.saveSetting("maxActive", "6")
         #expect(try AppDatabase.open(at: path).setting("maxActive") == "6")
-        #expect(try database.appliedMigrations().last == "v5: unsynced checkpoints")
+        #expect(try database.appliedMigrations().last == "v7: written parts")
     }
 
     @Test func everyFieldSurvivesARoundTrip() throws {
@@ -89,6 +89,9 @@ import Testing
         full.lastError = "HTTP 503"
         full.failedAttempts = 3
         full.pausedByShutdown = true
+        full.contentType = "application/x-iso9660-image"
+        full.segments = [Segment(start: 0, next: 100_000, end: 500_000), Segment(start: 500_000, next: 523_456, end: 999_999)]
+        full.writtenSegments = [Segment(start: 0, next: 200_000, end: 500_000), Segment(start: 500_000, next: 600_000, end: 999_999)]
         var done = try download(8, .completed)
         done.extraDestinations = [.file("/b/8.iso")]
         done.completedPaths = ["/data/8.iso", "/b/8.iso"]
@@ -162,7 +165,7 @@ import Testing
         // Then every migration is applied and the row reads back with the new fields at their defaults
         #expect(try database.appliedMigrations() == [
             "v1: queue", "v2: requesters and boot checkpoints", "v3: request options and settings", "v4: segmented downloads",
-            "v5: unsynced checkpoints",
+            "v5: unsynced checkpoints", "v6: content type", "v7: written parts",
         ])
         let queue = try database.loadQueue()
         let row = try #require(queue.downloads.first)
