@@ -710,13 +710,19 @@ public actor DownloadSession {
         publish(soon: true)
     }
 
-    /// The machine's picture, with downloads being placed shown as they were last published.
+    /// The machine's picture, with downloads being placed, and paused downloads whose transfer has
+    /// not stopped yet, shown as they were last published.
+    ///
+    /// A pause is decided before the transfer stops writing: until it has, the byte count is the
+    /// ticker's last sample, and `paused at X` would claim a stale figure. The row shows `paused`
+    /// with the bytes the stopped transfer reports, which are those on disk.
     private func visibleSnapshot() -> SessionSnapshot {
         let snapshot = machine.snapshot
         let placing = machine.placing
-        guard !placing.isEmpty else { return snapshot }
+        let stopping = transfers.keys.filter { id in machine.runningAttempt(id) == nil && machine.download(id)?.state == .paused }
+        guard !placing.isEmpty || !stopping.isEmpty else { return snapshot }
         var downloads = snapshot.downloads
-        for index in downloads.indices where placing.contains(downloads[index].id) {
+        for index in downloads.indices where placing.contains(downloads[index].id) || stopping.contains(downloads[index].id) {
             if let shown = published[downloads[index].id] { downloads[index] = shown }
         }
         return SessionSnapshot(downloads: downloads, maxActive: snapshot.maxActive)
