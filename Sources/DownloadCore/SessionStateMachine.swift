@@ -653,9 +653,10 @@ public struct SessionStateMachine: Sendable {
     private func checkDestinationFree(_ destination: Destination, ignoring: DownloadID?) throws(TransitionError) {
         guard case .file(let path) = destination else { return }
         // The claims of every owner (an index: a long queue is not scanned), less those of `ignoring`.
-        var claims = downloads.fileClaims(path) + downloads.partClaims(path + ".part")
+        let part = Self.partPath(ofFile: path)
+        var claims = downloads.fileClaims(path) + downloads.partClaims(part)
         if let ignoring, let own = downloads[ignoring], Self.ownsPartFile(own) {
-            claims -= TrackedDownloads.files(of: own).filter { $0 == path }.count + (own.partPath == path + ".part" ? 1 : 0)
+            claims -= TrackedDownloads.files(of: own).filter { $0 == path }.count + (own.partPath == part ? 1 : 0)
         }
         if claims > 0 { throw .destinationInUse(path) }
     }
@@ -665,16 +666,23 @@ public struct SessionStateMachine: Sendable {
     private func partPath(for url: URL, destination: Destination) -> String {
         switch destination {
         case .file(let path):
-            return path + ".part"
+            return Self.partPath(ofFile: path)
         case .directory(let directory):
             let name = FileNaming.name(for: url)
             var attempt = 0
             while true {
-                let candidate = Self.join(directory, FileNaming.candidate(name, attempt: attempt)) + ".part"
+                let candidate = Self.join(directory, FileNaming.partName(for: FileNaming.candidate(name, attempt: attempt)))
                 if downloads.partClaims(candidate) == 0 { return candidate }
                 attempt += 1
             }
         }
+    }
+
+    /// The part file beside the file at `path`: `path.part`, or a shorter name when that one would
+    /// not fit NAME_MAX (see `FileNaming.partName`).
+    public static func partPath(ofFile path: String, suffix: String = ".part") -> String {
+        guard let slash = path.lastIndex(of: "/") else { return FileNaming.partName(for: path, suffix: suffix) }
+        return String(path[...slash]) + FileNaming.partName(for: String(path[path.index(after: slash)...]), suffix: suffix)
     }
 
     static func join(_ directory: String, _ name: String) -> String {
