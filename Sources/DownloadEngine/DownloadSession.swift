@@ -150,15 +150,40 @@ public actor DownloadSession {
     /// Queues many downloads at once, committed together (one transaction for a thousand URLs).
     /// Stops at the first refused request: those before it stay queued, and its error is thrown.
     public func schedule(_ requests: [Request]) async throws(TransitionError) -> [DownloadID] {
+        try await scheduleReporting(requests).ids
+    }
+
+    /// `schedule(_:)`, also saying, one line each, what became of completed files asked for again
+    /// that changed on disk since (fetched again, or kept because they still match their checksum).
+    public func scheduleReporting(_ requests: [Request]) async throws(TransitionError) -> (ids: [DownloadID], notes: [(DownloadID, String)]) {
         try checkOpen()
         var ids: [DownloadID] = []
+        var notes: [(DownloadID, String)] = []
         var actions: [Action] = []
         var refusal: TransitionError?
         for request in requests {
-            // A file this requester already has is not fetched again.
-            if let done = alreadyHave(request.url, for: request.destination) {
-                ids.append(done)
+            // A file this requester already has is not fetched again; one that changed is.
+            switch await completedFile(request.url, for: request.destination) {
+            case .none:
+                break
+            case .have(let id):
+                ids.append(id)
                 continue
+            case .kept(let id, let note):
+                ids.append(id)
+                notes.append((id, note))
+                continue
+            case .changed(let id, let note):
+                do {
+                    actions += try machine.fetchAgain(id)
+                    durable[id] = 0
+                    configuration.logger.notice("fetch again", metadata: ["id": "\(id)", "why": "\(note)"])
+                    ids.append(id)
+                    notes.append((id, note))
+                    continue
+                } catch {
+                    // Changed state while the file was looked at: scheduled as any other request.
+                }
             }
             do {
                 let (id, more) = try machine.schedule(url: request.url, destination: request.destination, options: request.options)
@@ -172,16 +197,45 @@ public actor DownloadSession {
         }
         await perform(actions)
         if let refusal { throw refusal }
-        return ids
+        return (ids, notes)
     }
 
-    /// The completed download of `url` whose file this requester still has, if any.
-    private func alreadyHave(_ url: URL, for destination: Destination) -> DownloadID? {
-        guard let done = machine.completedDownload(of: url, for: destination) else { return nil }
+    /// What a completed download of a URL asked for again is worth to its requester.
+    private enum CompletedFile {
+        /// None, or its file is gone: the URL is scheduled as usual.
+        case none
+        /// The file is as it was placed.
+        case have(DownloadID)
+        /// The file changed but still matches the download's checksum: kept, and said so.
+        case kept(DownloadID, note: String)
+        /// The file changed (size or modification time): fetched again, and said so.
+        case changed(DownloadID, note: String)
+    }
+
+    /// The completed download of `url` for this requester, and whether its file is still the one
+    /// placed: same size and modification time as when it was completed, or, with a checksum, the
+    /// same digest.
+    ///
+    /// A file truncated or replaced after completion must never be reported `completed` again.
+    private func completedFile(_ url: URL, for destination: Destination) async -> CompletedFile {
+        guard let done = machine.completedDownload(of: url, for: destination) else { return .none }
         let requesters = [done.destination] + done.extraDestinations
-        guard let index = requesters.firstIndex(of: destination), index < done.completedPaths.count,
-              FileSync.length(done.completedPaths[index]) != nil else { return nil }
-        return done.id
+        guard let index = requesters.firstIndex(of: destination), index < done.completedPaths.count else { return .none }
+        let path = done.completedPaths[index]
+        guard let now = FileSync.stamp(path) else { return .none }
+        // Completed before stamps were kept: its length was the file's size.
+        let placed = index < done.completedStamps.count ? done.completedStamps[index] : FileStamp(size: done.bytesOnDisk, modified: nil)
+        guard let change = placed.change(to: now) else { return .have(done.id) }
+        let shown = TerminalText.sanitize(path)
+        if let checksum = done.options.checksum {
+            // Reads the whole file: only for a file whose stamp says it changed.
+            if await FileDigest.hex(of: path, checksum.algorithm) == checksum.hex {
+                machine.restamp(done.id, index: index, now)
+                return .kept(done.id, note: "\(shown) changed on disk (\(change)) but still matches its \(checksum.algorithm.rawValue): kept")
+            }
+            return .changed(done.id, note: "\(shown) changed on disk and no longer matches its \(checksum.algorithm.rawValue): fetching it again")
+        }
+        return .changed(done.id, note: "\(shown) changed on disk (\(change)): fetching it again")
     }
 
     /// Stops the download and keeps its bytes; returns once no more bytes will be written.
@@ -500,13 +554,20 @@ public actor DownloadSession {
     private func finalize(_ id: DownloadID) -> [Action] {
         guard let download = machine.download(id) else { return [] }
         let name = download.serverFileName ?? FileNaming.name(for: download.url)
+        // A download fetched again replaces the files that changed, where they are.
+        func target(_ index: Int, _ destination: Destination) -> Destination {
+            download.replacing.indices.contains(index) ? .file(download.replacing[index]) : destination
+        }
         var extras: [String] = []
         do {
-            for extra in download.extraDestinations {
-                extras.append(try FilePlacement.place(download.partPath, at: extra, name: name, move: false))
+            for (index, extra) in download.extraDestinations.enumerated() {
+                extras.append(try FilePlacement.place(download.partPath, at: target(index + 1, extra), name: name, move: false))
             }
-            let primary = try FilePlacement.place(download.partPath, at: download.destination, name: name, move: true)
-            return machine.finalized(id, paths: [primary] + extras)
+            let primary = try FilePlacement.place(download.partPath, at: target(0, download.destination), name: name, move: true)
+            let paths = [primary] + extras
+            // Taken after the move: what a later request compares the files with.
+            let stamps = paths.compactMap(FileSync.stamp)
+            return machine.finalized(id, paths: paths, stamps: stamps)
         } catch {
             for path in extras { unlink(path) }
             return machine.finalizeFailed(id, reason: error.description)

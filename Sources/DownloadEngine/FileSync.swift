@@ -4,6 +4,7 @@ import Glibc
 import Darwin
 #endif
 import Dispatch
+import DownloadCore
 import Foundation
 
 /// fsync and other blocking file work, on threads of their own.
@@ -50,6 +51,13 @@ enum FileSync {
         var info = stat()
         guard stat(path, &info) == 0 else { return nil }
         return Int64(info.st_size)
+    }
+
+    /// The size and modification time of the file at `path`, nil when there is none.
+    static func stamp(_ path: String) -> FileStamp? {
+        var info = stat()
+        guard stat(path, &info) == 0 else { return nil }
+        return FileStamp(size: Int64(info.st_size), modified: Int64(info.st_mtim.tv_sec) * 1_000_000_000 + Int64(info.st_mtim.tv_nsec))
     }
 
     /// Bytes an unprivileged writer may still use on the file system that holds `path` (a file
