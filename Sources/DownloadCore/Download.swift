@@ -17,6 +17,12 @@ public struct Download: Sendable, Hashable, Identifiable {
     public var options = RequestOptions()
     /// Every file written at completion, the first requester's first.
     public var completedPaths: [String] = []
+    /// What each file of `completedPaths` looked like when it was placed (same order; empty for a
+    /// download completed before stamps were kept).
+    public var completedStamps: [FileStamp] = []
+    /// The completed files a fetch again replaces, in requester order: they changed on disk after
+    /// completion, and the new bytes go back where they were rather than beside them as `name.1`.
+    public var replacing: [String] = []
     public var state: DownloadState = .queued
     /// Bytes in the part file (the truth after a crash).
     public var bytesOnDisk: Int64 = 0

@@ -6,15 +6,20 @@ public enum FileNaming {
     /// and a `.N` suffix, so that every file haul writes fits.
     public static let maxNameBytes = 240
 
-    /// A name that is safe to create in a directory: no `/` or `\`, no `.` or `..`, no control
-    /// characters, no leading or trailing spaces, at most `maxNameBytes` bytes. Nil when nothing
-    /// usable is left.
+    /// A name that is safe to create in a directory: no `/` or `\`, no `.` or `..`, no control,
+    /// zero-width or bidi characters, no leading or trailing spaces, no leading `-` or `.` (shown
+    /// as `_-rf`, `_.bashrc`), at most `maxNameBytes` bytes. Nil when nothing usable is left.
+    ///
+    /// Invisible characters would let a server disguise a name (`invoice\u{202E}fdp.exe`) or make
+    /// two names that look the same; a leading `-` turns the name into an option for the next
+    /// command that is given it, and a leading `.` hides the file (or makes it a shell's dotfile).
     public static func sanitize(_ proposed: String) -> String? {
         // Only the last path component counts: "../../etc/passwd" and "C:\x\y" name "passwd" and "y".
         let lastComponent = proposed.split(whereSeparator: { $0 == "/" || $0 == "\\" }).last.map(String.init) ?? ""
-        var name = String(String.UnicodeScalarView(lastComponent.unicodeScalars.filter { !TerminalText.isControl($0) }))
+        var name = String(String.UnicodeScalarView(lastComponent.unicodeScalars.filter { !TerminalText.isControl($0) && !isInvisible($0) }))
         name = name.trimmingCharacters(in: .whitespacesAndNewlines)
         guard name != ".", name != "..", !name.isEmpty else { return nil }
+        if name.hasPrefix("-") || name.hasPrefix(".") { name = "_" + name }
         name = truncate(name, toBytes: maxNameBytes)
         return name.isEmpty ? nil : name
     }

@@ -31,12 +31,17 @@ public enum Redirects {
         guard !location.unicodeScalars.contains(where: TerminalText.isControl),
               // Encoded like a URL a person gives: raw non-ASCII as UTF-8, escapes kept as sent.
               let target = URL(string: RequestTarget.encode(location), relativeTo: current)?.absoluteURL,
-              let scheme = target.scheme?.lowercased(), let host = target.host, !host.isEmpty
+              let scheme = target.scheme?.lowercased()
         else {
             return .refuse(reason: "HTTP \(status) redirect to an invalid URL '\(shown)'")
         }
+        // The scheme before the host: `file:///etc/passwd` has no host, and is refused for its
+        // scheme, not taken for a malformed http URL.
         guard scheme == "http" || scheme == "https" else {
-            return .refuse(reason: "redirect to an unsupported scheme '\(TerminalText.sanitize(scheme))' (only http and https)")
+            return .refuse(reason: "refused a redirect to \(TerminalText.sanitize(String(target.redactingPassword.prefix(200)))): only http and https")
+        }
+        guard let host = target.host, !host.isEmpty else {
+            return .refuse(reason: "HTTP \(status) redirect to an invalid URL '\(shown)'")
         }
         if current.scheme?.lowercased() == "https", scheme == "http", !allowDowngrade {
             return .refuse(reason: "refused a redirect from https to http: \(target.redactingPassword) (--allow-downgrade allows it)")

@@ -70,6 +70,9 @@ public struct ResponseFacts: Sendable, Hashable {
     public var authenticate: String?
     /// The `Content-Type` header as sent.
     public var contentType: String?
+    /// The request carried credentials (`user:pass@` in the URL or an `Authorization` header): a
+    /// 401 then means they were refused, not that they are missing.
+    public var sentCredentials: Bool = false
 
     public init(
         status: Int, reasonPhrase: String = "", contentLength: Int64? = nil, contentRange: String? = nil,
@@ -103,6 +106,8 @@ public struct ResponseFacts: Sendable, Hashable {
     /// Why a 4xx fails the download; a 401 or 407 names the credentials the server asks for.
     public var failureText: String {
         switch status {
+        case 401 where sentCredentials:
+            return "\(statusText): the server refused the credentials given for \(asked == "some" ? "this URL" : asked)"
         case 401:
             return "\(statusText): the server wants \(asked) credentials; give them as user:pass@ in the URL or with -H 'Authorization: …'"
         case 407:

@@ -590,11 +590,58 @@ public struct SessionStateMachine: Sendable {
         return startEligible()
     }
 
-    /// The owner placed the finished file at `paths` (the first requester's first); its slot is free.
-    public mutating func finalized(_ id: DownloadID, paths: [String]) -> [Action] {
-        downloads[id]?.completedPaths = paths
+    /// The owner placed the finished file at `paths` (the first requester's first), which looked
+    /// like `stamps` then; its slot is free.
+    public mutating func finalized(_ id: DownloadID, paths: [String], stamps: [FileStamp] = []) -> [Action] {
+        if var download = downloads[id] {
+            download.completedPaths = paths
+            download.completedStamps = stamps.count == paths.count ? stamps : []
+            download.replacing = []
+            downloads[id] = download
+        }
         placing.remove(id)
         return startEligible()
+    }
+
+    /// Fetches a completed download again: its file changed on disk since it was placed (truncated,
+    /// replaced, rewritten). The new file goes back where the old ones were (`replacing`).
+    ///
+    /// The same row, not a new one: the queue keeps one download per URL and requester, and the
+    /// next request finds this one, completed again, with its new stamps.
+    public mutating func fetchAgain(_ id: DownloadID) throws(TransitionError) -> [Action] {
+        var download = try existing(id)
+        guard download.state == .completed, !download.completedPaths.isEmpty else {
+            throw .illegal(id, state: download.state.word, intent: "fetch again")
+        }
+        download.replacing = download.completedPaths
+        download.completedPaths = []
+        download.completedStamps = []
+        // Nothing of the old version is kept: the request is a fresh one, without a validator.
+        download.etag = nil
+        download.lastModified = nil
+        download.totalBytes = nil
+        download.bytesOnDisk = 0
+        download.resumeOffset = nil
+        download.unverifiedResume = false
+        download.segments = []
+        download.state = .queued
+        download.lastStatus = nil
+        download.failedAttempts = 0
+        // Another download may have taken the part file's name since this one completed.
+        if downloads.partClaims(download.partPath) > 0 {
+            download.partPath = partPath(for: download.url, destination: download.destination)
+        }
+        downloads[id] = download
+        held.remove(id)
+        return startEligible()
+    }
+
+    /// The completed file of requester `index` changed on disk but still matches the checksum: it
+    /// is kept, with `stamp` as what it looks like now.
+    public mutating func restamp(_ id: DownloadID, index: Int, _ stamp: FileStamp) {
+        guard var download = downloads[id], download.state == .completed, download.completedStamps.indices.contains(index) else { return }
+        download.completedStamps[index] = stamp
+        downloads[id] = download
     }
 
     /// The owner could not place the finished file; the bytes stay in the part file.
@@ -673,9 +720,10 @@ public struct SessionStateMachine: Sendable {
     private func checkDestinationFree(_ destination: Destination, ignoring: DownloadID?) throws(TransitionError) {
         guard case .file(let path) = destination else { return }
         // The claims of every owner (an index: a long queue is not scanned), less those of `ignoring`.
-        var claims = downloads.fileClaims(path) + downloads.partClaims(path + ".part")
+        let part = Self.partPath(ofFile: path)
+        var claims = downloads.fileClaims(path) + downloads.partClaims(part)
         if let ignoring, let own = downloads[ignoring], Self.ownsPartFile(own) {
-            claims -= TrackedDownloads.files(of: own).filter { $0 == path }.count + (own.partPath == path + ".part" ? 1 : 0)
+            claims -= TrackedDownloads.files(of: own).filter { $0 == path }.count + (own.partPath == part ? 1 : 0)
         }
         if claims > 0 { throw .destinationInUse(path) }
     }
@@ -685,16 +733,23 @@ public struct SessionStateMachine: Sendable {
     private func partPath(for url: URL, destination: Destination) -> String {
         switch destination {
         case .file(let path):
-            return path + ".part"
+            return Self.partPath(ofFile: path)
         case .directory(let directory):
             let name = FileNaming.name(for: url)
             var attempt = 0
             while true {
-                let candidate = Self.join(directory, FileNaming.candidate(name, attempt: attempt)) + ".part"
+                let candidate = Self.join(directory, FileNaming.partName(for: FileNaming.candidate(name, attempt: attempt)))
                 if downloads.partClaims(candidate) == 0 { return candidate }
                 attempt += 1
             }
         }
+    }
+
+    /// The part file beside the file at `path`: `path.part`, or a shorter name when that one would
+    /// not fit NAME_MAX (see `FileNaming.partName`).
+    public static func partPath(ofFile path: String, suffix: String = ".part") -> String {
+        guard let slash = path.lastIndex(of: "/") else { return FileNaming.partName(for: path, suffix: suffix) }
+        return String(path[...slash]) + FileNaming.partName(for: String(path[path.index(after: slash)...]), suffix: suffix)
     }
 
     static func join(_ directory: String, _ name: String) -> String {

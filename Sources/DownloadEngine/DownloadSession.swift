@@ -41,7 +41,7 @@ public actor DownloadSession {
         public var checkpointInterval: Duration = .seconds(1)
         /// How often the parts of a segmented download are recorded as written, without an fsync:
         /// what a `kill -9` in this boot resumes from (its parts' bytes are in the page cache).
-        public var writtenPartsInterval: Duration = .milliseconds(250)
+        public var writtenPartsInterval: Duration = .milliseconds(100)
         public var logger: Logger = Logger(label: "haul.engine", factory: { _ in SwiftLogNoOpLogHandler() })
 
         public init() {}
@@ -157,15 +157,40 @@ public actor DownloadSession {
     /// Queues many downloads at once, committed together (one transaction for a thousand URLs).
     /// Stops at the first refused request: those before it stay queued, and its error is thrown.
     public func schedule(_ requests: [Request]) async throws(TransitionError) -> [DownloadID] {
+        try await scheduleReporting(requests).ids
+    }
+
+    /// `schedule(_:)`, also saying, one line each, what became of completed files asked for again
+    /// that changed on disk since (fetched again, or kept because they still match their checksum).
+    public func scheduleReporting(_ requests: [Request]) async throws(TransitionError) -> (ids: [DownloadID], notes: [(DownloadID, String)]) {
         try checkOpen()
         var ids: [DownloadID] = []
+        var notes: [(DownloadID, String)] = []
         var actions: [Action] = []
         var refusal: TransitionError?
         for request in requests {
-            // A file this requester already has is not fetched again.
-            if let done = alreadyHave(request.url, for: request.destination) {
-                ids.append(done)
+            // A file this requester already has is not fetched again; one that changed is.
+            switch await completedFile(request.url, for: request.destination) {
+            case .none:
+                break
+            case .have(let id):
+                ids.append(id)
                 continue
+            case .kept(let id, let note):
+                ids.append(id)
+                notes.append((id, note))
+                continue
+            case .changed(let id, let note):
+                do {
+                    actions += try machine.fetchAgain(id)
+                    durable[id] = 0
+                    configuration.logger.notice("fetch again", metadata: ["id": "\(id)", "why": "\(note)"])
+                    ids.append(id)
+                    notes.append((id, note))
+                    continue
+                } catch {
+                    // Changed state while the file was looked at: scheduled as any other request.
+                }
             }
             do {
                 let (id, more) = try machine.schedule(url: request.url, destination: request.destination, options: request.options)
@@ -179,16 +204,45 @@ public actor DownloadSession {
         }
         await perform(actions)
         if let refusal { throw refusal }
-        return ids
+        return (ids, notes)
     }
 
-    /// The completed download of `url` whose file this requester still has, if any.
-    private func alreadyHave(_ url: URL, for destination: Destination) -> DownloadID? {
-        guard let done = machine.completedDownload(of: url, for: destination) else { return nil }
+    /// What a completed download of a URL asked for again is worth to its requester.
+    private enum CompletedFile {
+        /// None, or its file is gone: the URL is scheduled as usual.
+        case none
+        /// The file is as it was placed.
+        case have(DownloadID)
+        /// The file changed but still matches the download's checksum: kept, and said so.
+        case kept(DownloadID, note: String)
+        /// The file changed (size or modification time): fetched again, and said so.
+        case changed(DownloadID, note: String)
+    }
+
+    /// The completed download of `url` for this requester, and whether its file is still the one
+    /// placed: same size and modification time as when it was completed, or, with a checksum, the
+    /// same digest.
+    ///
+    /// A file truncated or replaced after completion must never be reported `completed` again.
+    private func completedFile(_ url: URL, for destination: Destination) async -> CompletedFile {
+        guard let done = machine.completedDownload(of: url, for: destination) else { return .none }
         let requesters = [done.destination] + done.extraDestinations
-        guard let index = requesters.firstIndex(of: destination), index < done.completedPaths.count,
-              FileSync.length(done.completedPaths[index]) != nil else { return nil }
-        return done.id
+        guard let index = requesters.firstIndex(of: destination), index < done.completedPaths.count else { return .none }
+        let path = done.completedPaths[index]
+        guard let now = FileSync.stamp(path) else { return .none }
+        // Completed before stamps were kept: its length was the file's size.
+        let placed = index < done.completedStamps.count ? done.completedStamps[index] : FileStamp(size: done.bytesOnDisk, modified: nil)
+        guard let change = placed.change(to: now) else { return .have(done.id) }
+        let shown = TerminalText.sanitize(path)
+        if let checksum = done.options.checksum {
+            // Reads the whole file: only for a file whose stamp says it changed.
+            if await FileDigest.hex(of: path, checksum.algorithm) == checksum.hex {
+                machine.restamp(done.id, index: index, now)
+                return .kept(done.id, note: "\(shown) changed on disk (\(change)) but still matches its \(checksum.algorithm.rawValue): kept")
+            }
+            return .changed(done.id, note: "\(shown) changed on disk and no longer matches its \(checksum.algorithm.rawValue): fetching it again")
+        }
+        return .changed(done.id, note: "\(shown) changed on disk (\(change)): fetching it again")
     }
 
     /// Stops the download and keeps its bytes; returns once no more bytes will be written.
@@ -508,13 +562,20 @@ public actor DownloadSession {
     private func finalize(_ id: DownloadID) -> [Action] {
         guard let download = machine.download(id) else { return [] }
         let name = download.serverFileName ?? FileNaming.name(for: download.url)
+        // A download fetched again replaces the files that changed, where they are.
+        func target(_ index: Int, _ destination: Destination) -> Destination {
+            download.replacing.indices.contains(index) ? .file(download.replacing[index]) : destination
+        }
         var extras: [String] = []
         do {
-            for extra in download.extraDestinations {
-                extras.append(try FilePlacement.place(download.partPath, at: extra, name: name, move: false))
+            for (index, extra) in download.extraDestinations.enumerated() {
+                extras.append(try FilePlacement.place(download.partPath, at: target(index + 1, extra), name: name, move: false))
             }
-            let primary = try FilePlacement.place(download.partPath, at: download.destination, name: name, move: true)
-            return machine.finalized(id, paths: [primary] + extras)
+            let primary = try FilePlacement.place(download.partPath, at: target(0, download.destination), name: name, move: true)
+            let paths = [primary] + extras
+            // Taken after the move: what a later request compares the files with.
+            let stamps = paths.compactMap(FileSync.stamp)
+            return machine.finalized(id, paths: paths, stamps: stamps)
         } catch {
             for path in extras { unlink(path) }
             return machine.finalizeFailed(id, reason: error.description)
@@ -553,7 +614,7 @@ public actor DownloadSession {
         if journal != nil, lastCheckpoint.duration(to: .now) >= configuration.checkpointInterval {
             lastCheckpoint = .now
             checkpointRunning()
-        } else if journal != nil, lastWrittenParts.duration(to: .now) >= configuration.writtenPartsInterval {
+        } else if journal != nil, lastWrittenParts.duration(to: .now) + configuration.progressInterval / 2 >= configuration.writtenPartsInterval {
             lastWrittenParts = .now
             recordWrittenParts()
         }
@@ -593,8 +654,8 @@ public actor DownloadSession {
         }
     }
 
-    /// Records the parts of each segmented transfer as written, unsynced: a few small commits a
-    /// second, where a checkpoint's fsync comes once a second. A part file with holes cannot tell
+    /// Records the parts of each segmented transfer as written, unsynced: a small commit about ten
+    /// times a second, where a checkpoint's fsync comes once a second. A part file with holes cannot tell
     /// how far each part got, so without this a `kill -9` would fetch up to a second of every
     /// connection again.
     private func recordWrittenParts() {
@@ -743,13 +804,19 @@ public actor DownloadSession {
         publish(soon: true)
     }
 
-    /// The machine's picture, with downloads being placed shown as they were last published.
+    /// The machine's picture, with downloads being placed, and paused downloads whose transfer has
+    /// not stopped yet, shown as they were last published.
+    ///
+    /// A pause is decided before the transfer stops writing: until it has, the byte count is the
+    /// ticker's last sample, and `paused at X` would claim a stale figure. The row shows `paused`
+    /// with the bytes the stopped transfer reports, which are those on disk.
     private func visibleSnapshot() -> SessionSnapshot {
         let snapshot = machine.snapshot
         let placing = machine.placing
-        guard !placing.isEmpty else { return snapshot }
+        let stopping = transfers.keys.filter { id in machine.runningAttempt(id) == nil && machine.download(id)?.state == .paused }
+        guard !placing.isEmpty || !stopping.isEmpty else { return snapshot }
         var downloads = snapshot.downloads
-        for index in downloads.indices where placing.contains(downloads[index].id) {
+        for index in downloads.indices where placing.contains(downloads[index].id) || stopping.contains(downloads[index].id) {
             if let shown = published[downloads[index].id] { downloads[index] = shown }
         }
         return SessionSnapshot(downloads: downloads, maxActive: snapshot.maxActive)

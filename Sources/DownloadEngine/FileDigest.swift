@@ -39,6 +39,8 @@ enum FileDigest {
     static func mismatch(_ path: String, _ checksum: Checksum) async -> String? {
         guard let actual = await hex(of: path, checksum.algorithm) else { return "checksum not verified: cannot read \(path)" }
         guard actual != checksum.hex else { return nil }
-        return "\(checksum.algorithm.rawValue) mismatch: expected \(checksum.hex.prefix(16))…, got \(actual.prefix(16))… (kept as .part)"
+        // Both digests in full: a person compares them with the published one, and a prefix can
+        // hide which of two sums was given.
+        return "\(checksum.algorithm.rawValue) mismatch: expected \(checksum.hex), got \(actual) (kept as .part)"
     }
 }

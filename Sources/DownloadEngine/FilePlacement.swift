@@ -28,7 +28,8 @@ enum FilePlacement {
                 guard rename(source, path) == 0 else { throw Failure("move the file to", path, errno) }
                 return path
             }
-            let temporary = path + ".haul-tmp"
+            // Shortened like a part file's name when `path` already uses all of NAME_MAX.
+            let temporary = SessionStateMachine.partPath(ofFile: path, suffix: ".haul-tmp")
             unlink(temporary)
             try linkOrCopy(source, to: temporary)
             guard rename(temporary, path) == 0 else {

@@ -4,6 +4,7 @@ import Glibc
 import Darwin
 #endif
 import Dispatch
+import DownloadCore
 import Foundation
 
 /// fsync and other blocking file work, on threads of their own.
@@ -50,6 +51,24 @@ enum FileSync {
         var info = stat()
         guard stat(path, &info) == 0 else { return nil }
         return Int64(info.st_size)
+    }
+
+    /// The size and modification time of the file at `path`, nil when there is none.
+    static func stamp(_ path: String) -> FileStamp? {
+        var info = stat()
+        guard stat(path, &info) == 0 else { return nil }
+        return FileStamp(size: Int64(info.st_size), modified: Int64(info.st_mtim.tv_sec) * 1_000_000_000 + Int64(info.st_mtim.tv_nsec))
+    }
+
+    /// Bytes an unprivileged writer may still use on the file system that holds `path` (a file
+    /// that may not exist yet: its directory is asked); nil when that cannot be told.
+    static func freeBytes(near path: String) -> Int64? {
+        let slash = path.lastIndex(of: "/")
+        let directory = slash.map { $0 == path.startIndex ? "/" : String(path[..<$0]) } ?? "."
+        var info = statvfs()
+        guard statvfs(directory, &info) == 0 else { return nil }
+        let (bytes, overflow) = Int64(info.f_bavail).multipliedReportingOverflow(by: Int64(info.f_frsize))
+        return overflow ? .max : bytes
     }
 
     /// Cuts the file at `path` to `length` bytes.

@@ -38,7 +38,7 @@ enum BodySink: Sendable {
 /// One HTTP request whose body is written to the part file on the event loop as it arrives.
 ///
 /// This is the per-chunk path: a chunk is clamped (to the total, or to its part's end), gathered in
-/// a buffer that is written with `pwrite` once it holds at least 128 KiB (or has waited 200 ms), and
+/// a buffer that is written with `pwrite` once it holds at least 128 KiB (or has waited 50 ms), and
 /// counted in an atomic. No actor, no task switch, no allocation per chunk.
 ///
 /// The head goes to the transfer (an async caller), which decides what the body is worth. Body
@@ -118,6 +118,9 @@ final class ResponseStream: HTTPClientResponseDelegate, Sendable {
 
     /// Bytes gathered before a `pwrite`: the fewest syscalls for the copy it costs.
     static let writeSize = 128 << 10
+    /// How long bytes of a slow stream may wait in the buffer: what a `kill -9` loses of them (a
+    /// fast stream fills the buffer long before, so this costs it nothing).
+    static let idleFlushDelay = TimeAmount.milliseconds(50)
     /// Body bytes held while the head is decided on.
     static let earlyLimit = 1 << 20
 
@@ -388,11 +391,11 @@ final class ResponseStream: HTTPClientResponseDelegate, Sendable {
     }
 
     /// A slow or stalled server must not leave bytes unwritten (and uncounted) for long: whatever
-    /// waits in the buffer is written 200 ms from now.
+    /// waits in the buffer is written `idleFlushDelay` from now.
     private func scheduleIdleFlush(_ state: inout State, on loop: any EventLoop) {
         guard state.pending.readableBytes > 0, !state.idleFlushScheduled else { return }
         state.idleFlushScheduled = true
-        loop.scheduleTask(in: .milliseconds(200)) { [self] in flushIdle() }
+        loop.scheduleTask(in: Self.idleFlushDelay) { [self] in flushIdle() }
     }
 
     /// Writes bytes that waited in the buffer since the last chunk.

@@ -181,6 +181,13 @@ struct Transfer: Sendable {
         }
     }
 
+    /// `not enough disk space: needs X, Y free` when `needs` more bytes do not fit on the file
+    /// system of `path`; nil when they do or the free space cannot be told.
+    static func spaceShortfall(path: String, needs: Int64) -> String? {
+        guard needs > 0, let free = FileSync.freeBytes(near: path), needs > free else { return nil }
+        return "not enough disk space: needs \(Format.bytes(needs)), \(Format.bytes(free)) free"
+    }
+
     private static func outcome(of failure: PartFile.Failure) -> Outcome {
         failure.pausesDownload ? .cannotWrite(reason: failure.description) : .fatal(reason: failure.description)
     }
@@ -199,7 +206,7 @@ struct Transfer: Sendable {
         var refetched = false
         while true {
             let (stream, head, finalURL) = try await open(range: plan.range, ifRange: plan.ifRange)
-            let facts = Self.facts(of: head)
+            let facts = self.facts(of: head, at: finalURL)
             let (offset, total, disposition): (Int64, Int64?, Disposition)
             switch ResumeRules.decide(plan: plan, response: facts, knownTotal: knownTotal, validators: validators, knownType: attempt.knownType) {
             case .write(let at, let length, let how):
@@ -222,6 +229,14 @@ struct Transfer: Sendable {
             case .fail(let reason):
                 stream.discard()
                 return .fatal(reason: reason)
+            }
+            // Said before the first byte, not by a full disk half-way: nothing is written (a new
+            // download leaves no file), and the bytes of a resume stay for when there is room.
+            // Bytes past `offset` are freed by the cut below, so they count as room.
+            let found = attempt.file?.length ?? attempt.startLength
+            if let total, let shortfall = Self.spaceShortfall(path: attempt.path, needs: total - max(offset, found)) {
+                stream.discard()
+                return .cannotWrite(reason: shortfall)
             }
             // Bytes are thrown away only here, once the replacement is in hand: its first bytes came
             // (a connection that drops right after the head of a new version costs nothing).
@@ -432,7 +447,7 @@ struct Transfer: Sendable {
             }
             let (stream, head, finalURL) = opened
             do {
-                let facts = Self.facts(of: head)
+                let facts = self.facts(of: head, at: finalURL)
                 let kept = board.withBoard(\.bytesOnDisk)
                 switch ResumeRules.decidePart(
                     from: claim.from, response: facts, total: context.total, validators: context.validators, knownType: context.knownType, kept: kept
@@ -493,7 +508,7 @@ struct Transfer: Sendable {
         }
         // Already read: this returns at once.
         let (head, finalURL) = try await fresh.head()
-        let facts = Self.facts(of: head)
+        let facts = self.facts(of: head, at: finalURL ?? order.url)
         await responded(info(head, finalURL: finalURL, facts: facts, total: facts.contentLength, disposition: .restarted(reason: reason)))
         return try await writeFrontToBack(fresh, into: file, from: 0, total: facts.contentLength, progressed: false)
     }
@@ -588,6 +603,17 @@ struct Transfer: Sendable {
         components.user = nil
         components.password = nil
         return components.url ?? url
+    }
+
+    /// What the resume rules look at in the answer to a request for `url`.
+    ///
+    /// Whether credentials went with the request decides what a 401 says: those of the URL as
+    /// requested go only to its origin (see `request`).
+    private func facts(of head: HTTPResponseHead, at url: URL) -> ResponseFacts {
+        var facts = Self.facts(of: head)
+        facts.sentCredentials = Redirects.sameOrigin(url, order.url)
+            && (order.url.user != nil || order.options.headers.contains { $0.name.lowercased() == "authorization" })
+        return facts
     }
 
     private static func facts(of head: HTTPResponseHead) -> ResponseFacts {

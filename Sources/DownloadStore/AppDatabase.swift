@@ -163,6 +163,14 @@ public struct AppDatabase: QueueJournal, Sendable {
                 t.add(column: "writtenSegments", .text)
             }
         }
+        migrator.registerMigration("v8: completed file stamps") { db in
+            try db.alter(table: "download") { t in
+                // `size:mtime` per completed file, comma-separated, in the order of the completed paths.
+                t.add(column: "completedStamps", .text)
+                // The completed files a fetch again replaces, as a JSON array of paths.
+                t.add(column: "replacing", .text)
+            }
+        }
         return migrator
     }
 

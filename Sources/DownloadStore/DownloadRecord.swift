@@ -50,6 +50,10 @@ struct DownloadRecord: Codable, FetchableRecord, PersistableRecord, Sendable {
     var checkpointBootID: String?
     /// False when the checkpoint was taken without an fsync (`--no-fsync`): not trusted after a reboot.
     var checkpointSynced: Bool
+    /// `size:mtime` of each completed file when it was placed, comma-separated.
+    var completedStamps: String?
+    /// The completed files a fetch again replaces, a JSON array of paths.
+    var replacing: String?
     var createdAt: Date
     var updatedAt: Date
     var completedAt: Date?
@@ -123,6 +127,8 @@ extension DownloadRecord {
         connections = row["connections"]
         checkpointBootID = row["checkpointBootID"]
         checkpointSynced = row["checkpointSynced"]
+        completedStamps = row["completedStamps"]
+        replacing = row["replacing"]
         createdAt = row["createdAt"]
         updatedAt = row["updatedAt"]
         completedAt = row["completedAt"]
@@ -172,6 +178,8 @@ extension DownloadRecord {
         connections = download.options.connections
         checkpointBootID = bootID
         checkpointSynced = synced
+        completedStamps = download.completedStamps.isEmpty ? nil : download.completedStamps.map(\.encoded).joined(separator: ",")
+        replacing = download.replacing.isEmpty ? nil : (try? JSONEncoder().encode(download.replacing)).map { String(decoding: $0, as: UTF8.self) }
         self.createdAt = createdAt ?? now
         updatedAt = now
         self.completedAt = download.state == .completed ? (completedAt ?? now) : nil
@@ -229,6 +237,12 @@ extension DownloadRecord {
         download.writtenSegments = writtenSegments.flatMap(Segments.decode) ?? []
         if let completedPath {
             download.completedPaths = [completedPath] + extras.compactMap(\.completedPath)
+        }
+        // Unreadable stamps are dropped: the session then checks the file by its size alone.
+        let stamps = (completedStamps ?? "").split(separator: ",").compactMap(FileStamp.init(encoded:))
+        if stamps.count == download.completedPaths.count { download.completedStamps = stamps }
+        if let replacing, let paths = try? JSONDecoder().decode([String].self, from: Data(replacing.utf8)) {
+            download.replacing = paths
         }
         return download
     }

@@ -16,17 +16,24 @@ struct Layout {
     let bottom: Int
 
     init(_ state: ViewState) {
-        self.init(width: state.width, height: state.height, showDetails: state.showDetails)
+        self.init(width: state.width, height: state.height, showDetails: state.showDetails, extraDetailRows: state.reasonExtraRows)
     }
 
-    init(width: Int, height: Int, showDetails: Bool) {
+    /// `extraDetailRows`: lines the selected download's reason wraps onto, which the pane grows by
+    /// when the screen has room.
+    init(width: Int, height: Int, showDetails: Bool, extraDetailRows: Int = 0) {
         tooSmall = width < Self.minimumWidth || height < Self.minimumHeight
         bottom = max(0, height - 1)
         let available = tooSmall ? 0 : height - 3
         if showDetails {
             // The pane takes its full height only when at least three table rows stay visible;
             // on a short screen it takes the whole area, and the selection still moves under it.
-            detailsHeight = available >= Self.detailsHeight + 3 ? Self.detailsHeight : available
+            let wanted = Self.detailsHeight + max(0, extraDetailRows)
+            if available >= wanted + 3 {
+                detailsHeight = wanted
+            } else {
+                detailsHeight = available >= Self.detailsHeight + 3 ? Self.detailsHeight : available
+            }
         } else {
             detailsHeight = 0
         }

@@ -257,6 +257,11 @@ struct Painter {
     }
 
     /// Why a waiting row waits (with its countdown) or a failed row failed.
+    /// `text` without its start `piece` (counted in scalars, as `ScreenText.prefix` cuts).
+    static func dropping(_ piece: String, from text: String) -> String {
+        String(String.UnicodeScalarView(text.unicodeScalars.dropFirst(piece.unicodeScalars.count)))
+    }
+
     func reasonText(_ download: Download) -> String? {
         switch download.state {
         case .waiting(let until, let reason):
@@ -342,10 +347,24 @@ struct Painter {
         if !download.segments.isEmpty { http += (unicode ? " · " : ", ") + "\(download.segments.count) parts" }
         field("Status", "\(download.state.word)  \(http)", Self.style(for: download.state))
         field("Resumes", resumeHistory(download))
+        // The reason wraps onto the lines below rather than being cut: a checksum mismatch names two
+        // full digests (256 hex digits for sha-512) for a person to compare.
+        func wrapped(_ label: String, _ value: String, _ style: Style = .plain) {
+            var rest = clean(value)
+            let room = max(1, width - 11)
+            field(label, ScreenText.prefix(rest, room), style)
+            rest = Self.dropping(ScreenText.prefix(rest, room), from: rest)
+            while !rest.isEmpty, lines.count < rows {
+                let piece = ScreenText.prefix(rest, room)
+                guard !piece.isEmpty else { break }
+                field("", piece, style)
+                rest = Self.dropping(piece, from: rest)
+            }
+        }
         if let reason = reasonText(download) {
-            field(download.state.word == "waiting" ? "Waiting" : "Failed", reason, Self.style(for: download.state))
+            wrapped(download.state.word == "waiting" ? "Waiting" : "Failed", reason, Self.style(for: download.state))
         } else {
-            field("Last error", download.lastError ?? "none")
+            wrapped("Last error", download.lastError ?? "none")
         }
         while lines.count < rows { lines.append(Line()) }
         return Array(lines.prefix(rows))

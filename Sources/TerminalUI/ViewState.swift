@@ -91,6 +91,23 @@ public struct ViewState: Sendable {
         clampScroll()
     }
 
+    /// Lines the selected download's reason needs in the details pane beyond its first (at most
+    /// 16; the layout grows the pane by them only while three table rows stay visible): a checksum
+    /// mismatch names two full digests, which are wrapped, never cut.
+    var reasonExtraRows: Int {
+        guard showDetails, let download = selectedDownload else { return 0 }
+        let reason: String
+        switch download.state {
+        case .failed(let text): reason = text
+        // "retry in 59m59s: " comes first.
+        case .waiting(_, let text): reason = String(repeating: " ", count: 17) + text
+        default: reason = download.lastError ?? ""
+        }
+        let room = max(1, width - 11)
+        let cells = ScreenText.width(TerminalText.sanitize(reason))
+        return min(16, max(0, (cells + room - 1) / room - 1))
+    }
+
     /// The selected download, if the queue has it.
     public var selectedDownload: Download? {
         selected.flatMap { snapshot[$0] }

@@ -48,6 +48,13 @@ enum ConfigFile {
         return (home + "/.config/haul/config", false)
     }
 
+    /// Whether `path` is a file (not a directory) this process may read.
+    static func isReadableFile(_ path: String) -> Bool {
+        var info = stat()
+        guard stat(path, &info) == 0, (info.st_mode & S_IFMT) != S_IFDIR else { return false }
+        return access(path, R_OK) == 0
+    }
+
     /// The settings `text` makes of `base`; `name` is the file's name for errors.
     static func apply(_ text: String, name: String, to base: Settings, home: String?) throws(UsageError) -> Settings {
         var settings = base

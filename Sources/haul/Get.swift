@@ -12,7 +12,8 @@ struct Get: AsyncParsableCommand {
         discussion: """
         Runs on the persisted queue: a download interrupted earlier (a signal, a crash, a dropped SSH \
         connection) resumes from its bytes on disk when asked for again, and a file already downloaded \
-        to the same place is not fetched again.
+        to the same place is not fetched again, unless it changed on disk since (its size or \
+        modification time; with --checksum, its digest): then it is fetched again into its place.
 
         Exit status: 0 when every download completed, 1 when any failed or paused or the queue could \
         not be saved (said on stderr), 2 for bad input or \
@@ -43,14 +44,16 @@ struct Get: AsyncParsableCommand {
         store.logger.info("get", metadata: ["urls": "\(requests.count)", "restored": "\(store.queue.downloads.count)", "recovered": "\(notes.count)"])
 
         let ids: [DownloadID]
+        let scheduleNotes: [(DownloadID, String)]
         do {
-            ids = try await session.schedule(requests)
+            (ids, scheduleNotes) = try await session.scheduleReporting(requests)
         } catch {
             await session.shutdown()
             // Refused because a signal shut the session down meanwhile: that is no bad input.
             if let signal = interruption.received { throw ExitCode(128 + signal) }
             throw UsageError(message: error.description)
         }
+        for (id, note) in scheduleNotes { printer.note(id, note) }
         var finalSnapshot = await session.snapshot()
         printer.show(finalSnapshot, ids: ids)
         if !Self.allSettled(finalSnapshot, ids: ids) {

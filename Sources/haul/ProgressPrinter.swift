@@ -77,6 +77,19 @@ final class ProgressPrinter {
         }
     }
 
+    /// One line about download `id` that no state change shows (a completed file that changed on
+    /// disk, fetched again or kept); in JSON an event `note` with the text in `message`.
+    func note(_ id: DownloadID, _ text: String) {
+        if json {
+            let object: [String: Any] = ["event": "note", "id": id.rawValue, "message": text]
+            guard let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]) else { return }
+            write(String(decoding: data, as: UTF8.self) + "\n")
+            return
+        }
+        clearStatusLine()
+        write("[\(id)] \(TerminalText.sanitize(text))\n")
+    }
+
     func finish() {
         clearStatusLine()
     }

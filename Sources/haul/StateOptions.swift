@@ -23,6 +23,9 @@ struct StateOptions: ParsableArguments {
     /// The defaults with the configuration file applied (flags come on top, in each command).
     func settings(environment: [String: String] = ProcessInfo.processInfo.environment) throws(UsageError) -> Settings {
         guard let (path, explicit) = ConfigFile.location(option: configFile, environment: environment) else { return Settings() }
+        // A default location that cannot be read (a directory, mode 000) is no file the person
+        // asked for: it is treated as absent, as a missing one is. A named one must be readable.
+        if !explicit, !ConfigFile.isReadableFile(path) { return Settings() }
         let text: String
         do {
             text = try String(contentsOfFile: path, encoding: .utf8)

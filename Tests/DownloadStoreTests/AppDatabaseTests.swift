@@ -65,7 +65,7 @@ import Testing
         try database.saveSetting("maxActive", "5")
         try database.saveSetting("maxActive", "6")
         #expect(try AppDatabase.open(at: path).setting("maxActive") == "6")
-        #expect(try database.appliedMigrations().last == "v7: written parts")
+        #expect(try database.appliedMigrations().last == "v8: completed file stamps")
     }
 
     @Test func everyFieldSurvivesARoundTrip() throws {
@@ -92,9 +92,11 @@ import Testing
         full.contentType = "application/x-iso9660-image"
         full.segments = [Segment(start: 0, next: 100_000, end: 500_000), Segment(start: 500_000, next: 523_456, end: 999_999)]
         full.writtenSegments = [Segment(start: 0, next: 200_000, end: 500_000), Segment(start: 500_000, next: 600_000, end: 999_999)]
+        full.replacing = ["/data/7.iso", "/copies/7 (é, \"quoted\").iso"]
         var done = try download(8, .completed)
         done.extraDestinations = [.file("/b/8.iso")]
         done.completedPaths = ["/data/8.iso", "/b/8.iso"]
+        done.completedStamps = [FileStamp(size: 10, modified: 1_790_000_000_123_456_789), FileStamp(size: 10, modified: nil)]
         done.totalBytes = 10
         done.bytesOnDisk = 10
         let failed = try download(9, .failed(reason: "HTTP 404 Not Found"))
@@ -165,7 +167,7 @@ import Testing
         // Then every migration is applied and the row reads back with the new fields at their defaults
         #expect(try database.appliedMigrations() == [
             "v1: queue", "v2: requesters and boot checkpoints", "v3: request options and settings", "v4: segmented downloads",
-            "v5: unsynced checkpoints", "v6: content type", "v7: written parts",
+            "v5: unsynced checkpoints", "v6: content type", "v7: written parts", "v8: completed file stamps",
         ])
         let queue = try database.loadQueue()
         let row = try #require(queue.downloads.first)

@@ -20,7 +20,10 @@ import Testing
             try FileManager.default.createDirectory(atPath: disk, withIntermediateDirectories: true)
             guard try await Self.mountTmpfs(disk, megabytes: 3) else { return }
             defer { _ = try? Process.run(URL(fileURLWithPath: "/bin/umount"), arguments: ["-l", disk]) }
-            server.serve("/big.bin", size: 8 * 1024 * 1024)
+            // No length (chunked): nothing can tell it will not fit, so it fills the disk.
+            var faults = Faults()
+            faults.chunked = true
+            server.serve("/big.bin", size: 8 * 1024 * 1024, faults: faults)
             let state = disk + "/.state"
             let arguments = ["get", server.url("/big.bin").absoluteString, "-o", disk + "/big.bin"]
             let started = Date()

@@ -1,0 +1,56 @@
+import DownloadCore
+import Foundation
+import Testing
+
+/// The pure rules of issue 16's smaller faults: names without invisible characters or a leading
+/// `-` or `.`, redirects to other schemes, and refused credentials.
+@Suite struct FileRulesTests {
+    // MARK: Names
+
+    @Test func invisibleCharactersAreRemovedFromNames() throws {
+        let invisible: [Unicode.Scalar] = [
+            "\u{200B}", "\u{200C}", "\u{200D}", "\u{2060}", "\u{FEFF}",
+            "\u{200E}", "\u{200F}", "\u{061C}", "\u{202A}", "\u{202B}", "\u{202C}", "\u{202D}", "\u{202E}",
+            "\u{2066}", "\u{2067}", "\u{2068}", "\u{2069}",
+        ]
+        for scalar in invisible {
+            let name = "in" + String(Character(scalar)) + "voice.pdf"
+            #expect(FileNaming.sanitize(name) == "invoice.pdf", "U+\(String(scalar.value, radix: 16, uppercase: true))")
+        }
+        #expect(FileNaming.sanitize("\u{200B}") == nil, "nothing visible is left")
+        // Letters that join (Arabic, Devanagari) are not what is removed: only the marks above.
+        #expect(FileNaming.sanitize("مرحبا.txt") == "مرحبا.txt")
+    }
+
+    @Test func aLeadingDashOrDotIsMadeVisible() {
+        #expect(FileNaming.sanitize("-rf") == "_-rf")
+        #expect(FileNaming.sanitize(".bashrc") == "_.bashrc")
+        #expect(FileNaming.sanitize("\u{200B}-rf") == "_-rf", "a hidden character cannot hide the dash")
+        #expect(FileNaming.sanitize(" .profile") == "_.profile")
+        #expect(FileNaming.sanitize("a-b.c") == "a-b.c")
+        #expect(FileNaming.sanitize("..") == nil)
+        #expect(FileNaming.name(for: URL(string: "http://h/dir/.bashrc")!) == "_.bashrc")
+        #expect(FileNaming.name(for: URL(string: "http://h/-rf%E2%80%8B")!) == "_-rf")
+    }
+
+    // MARK: Redirects and credentials
+
+    @Test func aRedirectToAnotherSchemeIsRefusedForItsScheme() {
+        let from = URL(string: "http://h/a")!
+        for location in ["file:///etc/passwd", "ftp://h/x", "data:text/plain,hi"] {
+            let decision = Redirects.decide(status: 302, location: location, from: from, visited: [from], allowDowngrade: false)
+            #expect(decision == .refuse(reason: "refused a redirect to \(location): only http and https"))
+        }
+        let bad = Redirects.decide(status: 302, location: "http://", from: from, visited: [from], allowDowngrade: false)
+        #expect(bad == .refuse(reason: "HTTP 302 redirect to an invalid URL 'http://'"))
+    }
+
+    @Test func a401ToCredentialsGivenSaysTheyWereRefused() {
+        var facts = ResponseFacts(status: 401, reasonPhrase: "Unauthorized", authenticate: "Basic realm=\"files\"")
+        #expect(facts.failureText.contains("the server wants Basic (realm \"files\") credentials"))
+        facts.sentCredentials = true
+        #expect(facts.failureText == "HTTP 401 Unauthorized: the server refused the credentials given for Basic (realm \"files\")")
+        facts.authenticate = nil
+        #expect(facts.failureText == "HTTP 401 Unauthorized: the server refused the credentials given for this URL")
+    }
+}

@@ -1,0 +1,116 @@
+import DownloadCore
+import DownloadEngine
+import Foundation
+import LoopbackServer
+import Testing
+
+/// Issue 16, the smaller things, against the real loopback server: what a pause claims, a redirect to
+/// `file:`, refused credentials, invisible characters in a server's name, and a file larger than
+/// the free space.
+@Suite(.serialized) struct FilesFaultTests {
+    @Test("16: a paused row states the bytes on disk, never the ticker's stale sample")
+    func aPauseStatesTheBytesOnDisk() async throws {
+        // A ticker that samples once in ten seconds: before the transfer stops, the machine's
+        // figure is the first sample (zero), however many bytes are on disk.
+        try await Harness.with({ $0.progressInterval = .seconds(10) }) { h in
+            let size = 2 * 1024 * 1024
+            h.server.serve("/p.bin", size: size, faults: stalled(at: 300_000))
+            let target = h.path("p.bin")
+            let id = try await h.session.schedule(h.server.url("/p.bin"), to: .file(target))
+            try await Poll.until("300,000 bytes on disk") { fileSize(target + ".part") == 300_000 }
+            let firstPaused = Task { () -> Download? in
+                for await snapshot in h.session.snapshots {
+                    if let row = snapshot[id], row.state == .paused { return row }
+                }
+                return nil
+            }
+            // Let the reader subscribe before the pause is published.
+            try await Task.sleep(for: .milliseconds(50))
+            try await h.session.pause(id)
+            let shown = try #require(await firstPaused.value)
+            #expect(shown.bytesOnDisk == 300_000, "the first snapshot showing the pause says \(shown.bytesOnDisk) bytes")
+            #expect(fileSize(target + ".part") == 300_000)
+        }
+    }
+
+    @Test("16: a redirect to file: is refused for its scheme, not as an invalid URL")
+    func aFileRedirectIsAnUnsupportedScheme() async throws {
+        try await Harness.with { h in
+            h.server.redirect("/to-file", to: "file:///etc/passwd")
+            let id = try await h.session.schedule(h.server.url("/to-file"), to: .file(h.path("x.bin")))
+            let done = try await h.wait(id) { $0.state.isFinished }
+            #expect(done.state == .failed(reason: "refused a redirect to file:///etc/passwd: only http and https"))
+            #expect(!FileManager.default.fileExists(atPath: h.path("x.bin")))
+        }
+    }
+
+    @Test("16: a 401 to credentials given (user:pass@ or an Authorization header) says they were refused")
+    func refusedCredentialsAreSaid() async throws {
+        try await Harness.with { h in
+            // Every request is refused, whatever it carries (a fixed status sends no body to stall).
+            h.server.serve("/private.bin", size: 10, faults: stalled(at: 0) {
+                $0.fixedStatus = 401
+                $0.headers = ["WWW-Authenticate: Basic realm=\"files\""]
+            })
+            var components = try #require(URLComponents(url: h.server.url("/private.bin"), resolvingAgainstBaseURL: false))
+            (components.user, components.password) = ("bob", "wrong")
+            let refused = "HTTP 401 Unauthorized: the server refused the credentials given for Basic (realm \"files\")"
+            let withUser = try await h.session.schedule(try #require(components.url), to: .file(h.path("a.bin")))
+            #expect(try await h.wait(withUser) { $0.state.isFinished }.state == .failed(reason: refused))
+            let header = RequestOptions(headers: [HeaderField(name: "Authorization", value: "Bearer nope")])
+            let withHeader = try await h.session.schedule(h.server.url("/private.bin"), to: .file(h.path("b.bin")), options: header)
+            #expect(try await h.wait(withHeader) { $0.state.isFinished }.state == .failed(reason: refused))
+            #expect(h.gets("/private.bin").count == 2, "neither is retried")
+        }
+    }
+
+    @Test("16: zero-width and bidi characters leave a server's name, and a leading - or . is made visible")
+    func invisibleCharactersLeaveAServersName() async throws {
+        try await Harness.with { h in
+            let cases = [
+                ("/cd1", "attachment; filename=\"-rf\u{200B}\""),
+                ("/cd2", "attachment; filename*=UTF-8''%E2%80%8F.bashrc%E2%81%A0"),
+                ("/cd3", "attachment; filename=\"in\u{FEFF}voice\u{202E}fdp.exe\""),
+            ]
+            for (path, header) in cases {
+                var faults = Faults()
+                faults.contentDisposition = header
+                h.server.serve(path, size: 100, faults: faults)
+                let id = try await h.session.schedule(h.server.url(path), to: .directory(h.directory))
+                try await h.waitCompleted(id)
+            }
+            let names = try FileManager.default.contentsOfDirectory(atPath: h.directory).sorted()
+            #expect(names == ["_-rf", "_.bashrc", "invoicefdp.exe"])
+        }
+    }
+
+    @Test("16: a file larger than the free space pauses before its first byte, leaving nothing behind")
+    func aFileLargerThanTheFreeSpacePausesAtOnce() async throws {
+        try await Harness.with { h in
+            // A pebibyte: larger than any disk this runs on. Throttled, so that a haul that tried
+            // would still be at it when the test gives up.
+            h.server.serve("/huge.bin", size: 1 << 50, faults: throttled(64 * 1024))
+            let target = h.path("huge.bin")
+            let id = try await h.session.schedule(h.server.url("/huge.bin"), to: .file(target))
+            let paused = try await h.wait(id, timeout: 10) { $0.state == .paused }
+            let reason = try #require(paused.lastError)
+            #expect(reason.hasPrefix("not enough disk space: needs 1.0 PiB, ") && reason.hasSuffix(" free"), "\(reason)")
+            #expect(paused.bytesOnDisk == 0)
+            #expect(try FileManager.default.contentsOfDirectory(atPath: h.directory).isEmpty, "no part file to delete")
+        }
+    }
+}
+
+/// Polling a condition that is not about a download.
+enum Poll {
+    static func until(_ what: String, timeout: Double = 20, _ condition: () -> Bool) async throws {
+        let deadline = Date().addingTimeInterval(timeout)
+        while !condition() {
+            guard Date() < deadline else {
+                Issue.record("timed out waiting for \(what)")
+                throw HarnessError.timeout
+            }
+            try await Task.sleep(for: .milliseconds(5))
+        }
+    }
+}
