@@ -160,6 +160,8 @@ final class BridgeHandshake: ChannelInboundHandler, RemovableChannelHandler {
     private let connection: BridgeConnection
     private var received = ByteBuffer()
     private var started = false
+    /// The connection to the real proxy, until the handlers of the mode own it.
+    private var proxy: (any Channel)?
 
     init(_ connection: BridgeConnection) {
         self.connection = connection
@@ -192,6 +194,13 @@ final class BridgeHandshake: ChannelInboundHandler, RemovableChannelHandler {
         context.close(promise: nil)
     }
 
+    func channelInactive(context: ChannelHandlerContext) {
+        // The client gave up before the tunnel was up (a proxy that does not answer CONNECT).
+        proxy?.close(promise: nil)
+        proxy = nil
+        context.fireChannelInactive()
+    }
+
     private func connectUpstream(context: ChannelHandlerContext, target: String, host: String, port: Int) {
         let downstream = context.channel
         let connection = connection
@@ -211,6 +220,7 @@ final class BridgeHandshake: ChannelInboundHandler, RemovableChannelHandler {
                         proxy.close(promise: nil)
                         return
                     }
+                    self.proxy = proxy
                     switch connection.mode {
                     case .absoluteForm:
                         self.openAbsoluteForm(context: context, proxy: proxy, host: host, port: port)
@@ -281,6 +291,7 @@ final class BridgeHandshake: ChannelInboundHandler, RemovableChannelHandler {
 
     /// Leaves the channel to the handlers before this one, with what the client sent early.
     private func handOver(context: ChannelHandlerContext) {
+        proxy = nil
         let rest = received
         received = ByteBuffer()
         let channel = context.channel

@@ -62,7 +62,7 @@ public final class TunnelProxy: @unchecked Sendable {
             head.append(byte)
         }
         let text = String(decoding: head, as: UTF8.self)
-        lock.withLock { heads.append(String(text.dropLast(4))) }
+        lock.withLock { heads.append(String(decoding: head.dropLast(4), as: UTF8.self)) }
         let words = (text.components(separatedBy: "\r\n").first ?? "").split(separator: " ")
         let isConnect = words.first == "CONNECT"
         let absoluteForm = words.count == 3 && words[1].lowercased().hasPrefix("http://")
