@@ -72,6 +72,9 @@ extension Transfer {
             }
         }
         if let error = error as? NIOSSLError, error == .uncleanShutdown { return "connection closed by the server mid-response" }
+        if let error = error as? HTTPParserError, error == .invalidEOFState || error == .closedConnection {
+            return "connection closed by the server mid-response"
+        }
         if error is CancellationError { return "interrupted" }
         // Never a library's type name or build path: the log file keeps the detail.
         return "network error"
@@ -107,6 +110,9 @@ extension Transfer {
         if error is WrongProtocol { return "the server speaks TLS on this port: use https://" }
         if let parser = error as? HTTPParserError {
             switch parser {
+            case .invalidEOFState, .closedConnection:
+                // A body cut short by a close: network trouble, not a server that breaks HTTP.
+                return nil
             case .invalidHeaderToken, .invalidCharactersUsed:
                 return "the server sent an invalid header"
             case .invalidContentLength, .unexpectedContentLength:
@@ -161,7 +167,7 @@ extension Transfer {
 /// BoringSSL's codes that haul tells apart (`include/openssl/ssl.h`).
 enum BoringSSLReason {
     static let librarySSL: UInt32 = 16
-    static let certificateVerifyFailed = 134
+    static let certificateVerifyFailed = 125
     /// A peer that answered in something other than TLS: WRONG_VERSION_NUMBER, HTTP_REQUEST,
     /// HTTPS_PROXY_REQUEST, RECORD_TOO_LARGE (plain text read as a record length).
     static let notTLS: Set<Int> = [247, 156, 155, 200]
