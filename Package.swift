@@ -30,6 +30,10 @@ let package = Package(
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
+                // The proxy bridge's listeners and its connections to the real proxy.
+                .product(name: "NIOPosix", package: "swift-nio"),
+                // TLSUserEvent, for the probe that tells a TLS port from a closing one.
+                .product(name: "NIOTLS", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),

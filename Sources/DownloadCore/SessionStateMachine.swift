@@ -13,14 +13,23 @@ public struct SessionStateMachine: Sendable {
         public var maxActive: Int
         /// Failed attempts in a row after which a download fails for good.
         public var maxTries: Int
+        /// Attempts in a row that ended in a protocol error (`Outcome.protocolError`) after which a
+        /// download fails for good: the first and two retries.
+        ///
+        /// A server that breaks HTTP or TLS rarely mends itself within minutes, but a proxy or a load
+        /// balancer may have sent one bad answer; two retries cover that without waiting 15 minutes.
+        public var maxProtocolTries: Int
         public var backoff: Backoff
         /// False for a machine that only edits a stored queue (`haul add`, `haul pause` …): nothing
         /// it holds ever starts, so it never looks for what could.
         public var startsTransfers: Bool
 
-        public init(maxActive: Int = 3, maxTries: Int = 20, backoff: Backoff = .standard, startsTransfers: Bool = true) {
+        public init(
+            maxActive: Int = 3, maxTries: Int = 20, maxProtocolTries: Int = 3, backoff: Backoff = .standard, startsTransfers: Bool = true
+        ) {
             self.maxActive = maxActive
             self.maxTries = maxTries
+            self.maxProtocolTries = maxProtocolTries
             self.backoff = backoff
             self.startsTransfers = startsTransfers
         }
@@ -78,6 +87,10 @@ public struct SessionStateMachine: Sendable {
         /// wrote bytes (then the count of failures in a row starts again).
         case retryable(reason: String, retryAfter: Double?, progressed: Bool)
         case fatal(reason: String)
+        /// The server's answer broke HTTP or TLS (an invalid header, a conflicting Content-Length,
+        /// TLS on a plain port …): retried like `retryable`, but at most `maxProtocolTries` attempts
+        /// in a row end so before the download fails with the reason.
+        case protocolError(reason: String)
         /// The disk refused the bytes: full (ENOSPC, EFBIG, EDQUOT), read-only or forbidden. Pause
         /// with the reason; the part file is a valid prefix.
         case cannotWrite(reason: String)
@@ -121,6 +134,9 @@ public struct SessionStateMachine: Sendable {
     private var latestAttempt: [DownloadID: AttemptID] = [:]
     /// The retry timer each `waiting` download expects; other tokens are stale.
     private var retryTokens: [DownloadID: UInt64] = [:]
+    /// Attempts in a row of each download that ended in a protocol error (reset by bytes written,
+    /// completion or a resume intent); not persisted: a new process gives the server new tries.
+    private var protocolErrors: [DownloadID: Int] = [:]
     private var speedMeters: [DownloadID: SpeedMeter] = [:]
     /// Completed downloads whose files are being placed: they hold their slot until placed, so
     /// what shows as transferring never exceeds `maxActive`.
@@ -318,6 +334,7 @@ public struct SessionStateMachine: Sendable {
             return startEligible()
         case .paused, .failed, .waiting:
             retryTokens[id] = nil
+            protocolErrors[id] = nil
             download.failedAttempts = 0
             download.pausedByShutdown = false
             download.state = .queued
@@ -350,6 +367,7 @@ public struct SessionStateMachine: Sendable {
             break
         }
         retryTokens[id] = nil
+        protocolErrors[id] = nil
         held.remove(id)
         download.state = .cancelled
         download.bytesOnDisk = 0
@@ -370,6 +388,7 @@ public struct SessionStateMachine: Sendable {
             throw .illegal(id, state: "being placed", intent: "remove")
         }
         downloads[id] = nil
+        protocolErrors[id] = nil
         order.removeAll { $0 == id }
         byKey[download.url.coalescingKey]?.removeAll { $0 == id }
         latestAttempt[id] = nil
@@ -552,21 +571,30 @@ public struct SessionStateMachine: Sendable {
             download.totalBytes = bytesOnDisk
             download.segments = []
             download.failedAttempts = 0
+            protocolErrors[id] = nil
             placing.insert(id)
             actions.append(.finalize(id))
         case .retryable(let reason, let retryAfter, let progressed):
             download.failedAttempts = progressed ? 1 : download.failedAttempts + 1
+            if progressed { protocolErrors[id] = nil }
             download.lastError = reason
             if download.failedAttempts >= configuration.maxTries {
+                protocolErrors[id] = nil
                 download.state = .failed(reason: "\(reason) (gave up after \(download.failedAttempts) tries)")
             } else {
-                let delay = configuration.backoff.delay(failures: download.failedAttempts, retryAfter: retryAfter, jitter: jitter)
-                let until = now.addingTimeInterval(delay)
-                let token = nextToken
-                nextToken += 1
-                retryTokens[id] = token
-                download.state = .waiting(until: until, reason: reason)
-                actions.append(.scheduleRetry(id, token: token, at: until))
+                actions.append(scheduleRetry(&download, reason: reason, retryAfter: retryAfter, now: now, jitter: jitter))
+            }
+        case .protocolError(let reason):
+            download.failedAttempts += 1
+            let inARow = protocolErrors[id, default: 0] + 1
+            download.lastError = reason
+            if inARow >= configuration.maxProtocolTries || download.failedAttempts >= configuration.maxTries {
+                // Said as the server's fault in one sentence: the count of tries adds nothing to it.
+                protocolErrors[id] = nil
+                download.state = .failed(reason: reason)
+            } else {
+                protocolErrors[id] = inARow
+                actions.append(scheduleRetry(&download, reason: reason, retryAfter: nil, now: now, jitter: jitter))
             }
         case .fatal(let reason):
             download.lastError = reason
@@ -580,6 +608,17 @@ public struct SessionStateMachine: Sendable {
         }
         downloads[id] = download
         return actions + startEligible()
+    }
+
+    /// Makes `download` wait for its next attempt (backoff, or `retryAfter` seconds) and returns the timer.
+    private mutating func scheduleRetry(_ download: inout Download, reason: String, retryAfter: Double?, now: Date, jitter: Double) -> Action {
+        let delay = configuration.backoff.delay(failures: download.failedAttempts, retryAfter: retryAfter, jitter: jitter)
+        let until = now.addingTimeInterval(delay)
+        let token = nextToken
+        nextToken += 1
+        retryTokens[download.id] = token
+        download.state = .waiting(until: until, reason: reason)
+        return .scheduleRetry(download.id, token: token, at: until)
     }
 
     /// A retry timer fired; a stale token (the download was paused, resumed or cancelled since) does nothing.

@@ -4,8 +4,12 @@ import Foundation
 import NIOCore
 import NIOSSL
 
-/// The HTTP clients of a session: one that connects directly and one per proxy (AsyncHTTPClient
-/// takes its proxy per client), all with the same timeouts and trust roots.
+/// The HTTP clients of a session: one that connects directly and, per proxy, one for http URLs and
+/// one for https URLs (AsyncHTTPClient takes its proxy per client), all with the same timeouts and
+/// trust roots.
+///
+/// The proxied clients reach their proxy through a `ProxyBridge` on 127.0.0.1, so that plain http
+/// goes to the proxy in absolute form and a refused `CONNECT` can be said with its status.
 struct HTTPClients: Sendable {
     struct Settings: Sendable {
         var connectTimeout: TimeAmount
@@ -14,29 +18,54 @@ struct HTTPClients: Sendable {
         var proxies: ProxySettings
     }
 
+    /// The clients that reach one proxy, and the bridge they reach it through.
+    private struct Proxied: Sendable {
+        var http: HTTPClient
+        var https: HTTPClient
+        /// Nil only if no loopback port could be had: then AsyncHTTPClient's own CONNECT is used.
+        var bridge: ProxyBridge?
+    }
+
     private let direct: HTTPClient
-    private let proxied: [ProxySettings.Server: HTTPClient]
+    private let proxied: [ProxySettings.Server: Proxied]
     private let proxies: ProxySettings
 
     init(_ settings: Settings) {
         proxies = settings.proxies
         direct = Self.client(settings, proxy: nil)
-        var proxied: [ProxySettings.Server: HTTPClient] = [:]
+        var proxied: [ProxySettings.Server: Proxied] = [:]
         for server in [settings.proxies.http, settings.proxies.https].compactMap({ $0 }) where proxied[server] == nil {
-            proxied[server] = Self.client(settings, proxy: server)
+            let bridge = try? ProxyBridge(upstream: server, group: HTTPClient.defaultEventLoopGroup, connectTimeout: settings.connectTimeout)
+            func via(_ port: Int?) -> HTTPClient {
+                guard let port else { return Self.client(settings, proxy: server) }
+                // The bridge adds the proxy's credentials itself.
+                return Self.client(settings, proxy: ProxySettings.Server(host: "127.0.0.1", port: port))
+            }
+            proxied[server] = Proxied(http: via(bridge?.absoluteFormPort), https: via(bridge?.tunnelPort), bridge: bridge)
         }
         self.proxied = proxied
     }
 
     /// The client for a request to `url` (by its scheme and `no_proxy`).
     func client(for url: URL) -> HTTPClient {
-        guard let server = proxies.server(for: url), let client = proxied[server] else { return direct }
-        return client
+        guard let server = proxies.server(for: url), let clients = proxied[server] else { return direct }
+        return url.scheme?.lowercased() == "https" ? clients.https : clients.http
+    }
+
+    /// The proxy `url` goes through and why it last refused a tunnel to the URL's host, if it did.
+    func proxyRefusal(for url: URL) -> (proxy: ProxySettings.Server, refusal: ProxyRefusal?)? {
+        guard let server = proxies.server(for: url), let clients = proxied[server], let host = url.host else { return nil }
+        let port = url.port ?? (url.scheme?.lowercased() == "https" ? 443 : 80)
+        return (server, clients.bridge?.refusal(host: host, port: port))
     }
 
     func shutdown() async {
         try? await direct.shutdown()
-        for client in proxied.values { try? await client.shutdown() }
+        for clients in proxied.values {
+            try? await clients.http.shutdown()
+            try? await clients.https.shutdown()
+            await clients.bridge?.shutdown()
+        }
     }
 
     private static func client(_ settings: Settings, proxy: ProxySettings.Server?) -> HTTPClient {

@@ -417,6 +417,7 @@ struct Transfer: Sendable {
         if case .retryable(let reason, let retryAfter, _) = failure {
             return .retryable(reason: reason, retryAfter: retryAfter, progressed: attempt.grew)
         }
+        if let failure, case .protocolError = failure, !attempt.grew { return failure }
         let left = context.total - context.board.withBoard(\.bytesOnDisk)
         return .retryable(reason: "connections ended with \(Format.bytes(left)) left", retryAfter: nil, progressed: attempt.grew)
     }
@@ -532,16 +533,7 @@ struct Transfer: Sendable {
         while true {
             // Never another target than the one written: a URL the client would send otherwise fails.
             if let problem = RequestTarget.problem(url) { throw RedirectRefused(reason: "cannot request \(url.redactingPassword): \(problem)") }
-            let stream = ResponseStream(progress: progress, limiter: limiter)
-            stream.start(try request(url, range: range, ifRange: ifRange), on: clients.client(for: url), headTimeout: headTimeout)
-            let head: HTTPResponseHead
-            let answered: URL?
-            do {
-                (head, answered) = try await stream.head()
-            } catch {
-                stream.cancel()
-                throw error
-            }
+            let (stream, head, answered) = try await response(to: url, range: range, ifRange: ifRange)
             let decision = Redirects.decide(
                 status: Int(head.status.code), location: head.headers.first(name: "Location"), from: url, visited: visited,
                 allowDowngrade: allowDowngrade
@@ -568,7 +560,7 @@ struct Transfer: Sendable {
 
     /// A GET of `url` asking for `range`. Credentials (`user:pass@`, `Authorization` and `Cookie`
     /// headers) go only to the origin of the URL as requested, never to where it redirects.
-    private func request(_ url: URL, range: ClosedRange<Int64>?, ifRange: String?) throws -> HTTPClient.Request {
+    func request(_ url: URL, range: ClosedRange<Int64>?, ifRange: String?) throws -> HTTPClient.Request {
         let sameOrigin = Redirects.sameOrigin(url, order.url)
         var headers = HTTPHeaders()
         headers.add(name: "User-Agent", value: userAgent)
@@ -647,52 +639,6 @@ struct Transfer: Sendable {
     /// A stored validator is sent back in `If-Range`, where a newline would make the request invalid.
     private static func trimmed(_ value: String) -> String {
         String(value.unicodeScalars.filter { !TerminalText.isControl($0) }.map(Character.init)).trimmingCharacters(in: .whitespaces)
-    }
-
-    /// Network trouble waits and retries; a broken request or redirect fails for good.
-    private func classify(_ error: any Error, progressed: Bool) -> Outcome {
-        if let refused = error as? RedirectRefused { return .fatal(reason: refused.reason) }
-        // A certificate that is not trusted now will not be on the next try either.
-        if let tls = Self.tlsFailure(String(describing: error)) { return .fatal(reason: tls) }
-        if let error = error as? HTTPClientError {
-            if error == .readTimeout {
-                return .retryable(reason: "stalled: no data for \(stallSeconds) s", retryAfter: nil, progressed: progressed)
-            }
-            if error == .connectTimeout {
-                return .retryable(reason: "connection timed out", retryAfter: nil, progressed: progressed)
-            }
-            if error == .deadlineExceeded {
-                return .retryable(reason: "no response within \(headTimeout.nanoseconds / 1_000_000_000) s", retryAfter: nil, progressed: progressed)
-            }
-            if error == .remoteConnectionClosed {
-                return .retryable(reason: "connection closed by the server", retryAfter: nil, progressed: progressed)
-            }
-            if [.invalidURL, .emptyHost, .emptyScheme].contains(error) || String(describing: error).contains("unsupportedScheme") {
-                return .fatal(reason: "invalid URL: \(TerminalText.sanitize(String(describing: error)))")
-            }
-        }
-        return .retryable(reason: Self.describe(error), retryAfter: nil, progressed: progressed)
-    }
-
-    private static func describe(_ error: any Error) -> String {
-        let text = String(describing: error)
-        if let tls = tlsFailure(text) { return tls }
-        if text.contains("connectionRefused") || text.contains("Connection refused") { return "connection refused" }
-        if text.contains("Connection reset") || text.contains("ECONNRESET") { return "connection reset" }
-        return TerminalText.sanitize(text)
-    }
-}
-
-extension Transfer {
-    /// A clear line for a certificate the client refused, from the TLS library's error text.
-    static func tlsFailure(_ text: String) -> String? {
-        if text.contains("failedToValidateHostname") {
-            return "TLS: the server's certificate is not for this host name"
-        }
-        guard text.contains("CERTIFICATE_VERIFY_FAILED") else { return nil }
-        // BoringSSL says only that verification failed, not why.
-        return "TLS: the server's certificate is not trusted (self-signed, expired, or from a CA this system does not trust);"
-            + " --ca-certificate FILE trusts the CA in FILE"
     }
 }
 

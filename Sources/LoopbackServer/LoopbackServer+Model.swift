@@ -1,3 +1,4 @@
+import NIOHTTP1
 /// Misbehaviour a loopback resource can be told to show.
 public struct Faults: Sendable, Hashable {
     /// Send at most this many body bytes per second (per response).
@@ -56,6 +57,9 @@ public struct Faults: Sendable, Hashable {
     /// Answer the first this-many Range requests with `200 text/html` and a small page without
     /// validators, as a proxy or an overloaded server does.
     public var errorPageOnRangeRequests: Int = 0
+    /// Answer every request with these bytes, written to the socket as they are (a hand-made
+    /// response: an invalid header, two Content-Lengths, a bare CR …), then close the connection.
+    public var rawResponse: [UInt8]?
 
     public init() {}
 
@@ -90,6 +94,19 @@ public struct RequestRecord: Sendable, Hashable {
     public var userAgent: String?
     /// Every header, in order.
     public var headers: [String] = []
+}
+
+extension RequestRecord {
+    /// A request the server met with a close (`redirect(closeAfter:)`): status 0, no body.
+    init(unansweredRequest request: HTTPRequestHead) {
+        let path = String(request.uri.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).first ?? "")
+        self.init(
+            method: request.method.rawValue, path: path, range: request.headers.first(name: "Range"),
+            ifRange: request.headers.first(name: "If-Range"), ifMatch: request.headers.first(name: "If-Match"),
+            status: 0, bodyBytesSent: 0, finished: false, host: request.headers.first(name: "Host"),
+            userAgent: request.headers.first(name: "User-Agent"), headers: request.headers.map { "\($0.name): \($0.value)" }
+        )
+    }
 }
 
 struct ResourceEntry {

@@ -12,7 +12,7 @@ public final class LoopbackServer: Sendable {
 
     private struct State {
         var resources: [String: ResourceEntry] = [:]
-        var redirects: [String: (status: Int, location: String)] = [:]
+        var redirects: [String: (status: Int, location: String, closeAfter: Bool)] = [:]
         var log: [RequestRecord] = []
         var connections: [ObjectIdentifier: any Channel] = [:]
         var inFlight = 0
@@ -114,8 +114,12 @@ public final class LoopbackServer: Sendable {
     }
 
     /// Answers `path` with a redirect to `location` (absolute or relative).
-    public func redirect(_ path: String, to location: String, status: Int = 302) {
-        state.withLock { $0.redirects[path] = (status, location) }
+    ///
+    /// With `closeAfter`, the redirect says nothing of closing (the connection looks reusable), and
+    /// the next request that arrives on that connection is met by a close, unanswered: a keep-alive
+    /// timeout that runs out just as the client reuses the connection, made certain.
+    public func redirect(_ path: String, to location: String, status: Int = 302, closeAfter: Bool = false) {
+        state.withLock { $0.redirects[path] = (status, location, closeAfter) }
     }
 
     /// Changes the resource: a new version with new bytes and new validators (same size unless given).
@@ -192,17 +196,23 @@ public final class LoopbackServer: Sendable {
         do {
             try await connection.executeThenClose { inbound, outbound in
                 var head: HTTPRequestHead?
+                var closeOnNextRequest = false
                 for try await part in inbound {
                     switch part {
                     case .head(let requestHead):
+                        if closeOnNextRequest {
+                            state.withLock { $0.log.append(RequestRecord(unansweredRequest: requestHead)) }
+                            return
+                        }
                         head = requestHead
                     case .body:
                         continue
                     case .end:
                         guard let requestHead = head else { continue }
                         head = nil
-                        let keepAlive = try await respond(to: requestHead, outbound: outbound, channel: channel)
+                        let (keepAlive, closeAfter) = try await respond(to: requestHead, outbound: outbound, channel: channel)
                         if !keepAlive || !requestHead.isKeepAlive { return }
+                        closeOnNextRequest = closeAfter
                     }
                 }
             }
@@ -211,10 +221,11 @@ public final class LoopbackServer: Sendable {
         }
     }
 
-    /// Writes one response; returns whether the connection may carry another.
+    /// Writes one response; returns whether the connection may carry another, and whether the
+    /// next request on it is to be met by a close (`redirect(closeAfter:)`).
     private func respond(
         to request: HTTPRequestHead, outbound: NIOAsyncChannelOutboundWriter<HTTPServerResponsePart>, channel: any Channel
-    ) async throws -> Bool {
+    ) async throws -> (Bool, Bool) {
         var target = request.uri
         // A request through a proxy names the whole URL: serve its path (this server is the proxy).
         let absoluteForm = target.lowercased().hasPrefix("http://") || target.lowercased().hasPrefix("https://")
@@ -239,7 +250,12 @@ public final class LoopbackServer: Sendable {
         defer { state.withLock { $0.inFlight -= 1 } }
         if plan.silent {
             try await channel.closeFuture.get()
-            return false
+            return (false, false)
+        }
+        if let raw = plan.raw {
+            try await writeRaw(raw, channel: channel)
+            finish(index)
+            return (false, false)
         }
         setStatus(index, plan.status)
 
@@ -251,14 +267,24 @@ public final class LoopbackServer: Sendable {
             try await outbound.write(.body(.byteBuffer(channel.allocator.buffer(string: page))))
             try await outbound.write(.end(nil))
             finish(index)
-            return true
+            return (true, false)
         }
         guard request.method != .HEAD, let body = plan.body else {
             try await outbound.write(.end(nil))
             finish(index)
-            return true
+            return (true, plan.closeAfter)
         }
-        return try await send(body, outbound: outbound, channel: channel, index: index)
+        return (try await send(body, outbound: outbound, channel: channel, index: index), false)
+    }
+
+    /// Writes `bytes` to the socket past the HTTP encoder (they are the whole response), then
+    /// closes the connection's output once they are out.
+    private func writeRaw(_ bytes: [UInt8], channel: any Channel) async throws {
+        try await channel.eventLoop.submit {
+            let encoder = try channel.pipeline.syncOperations.context(handlerType: HTTPResponseEncoder.self)
+            encoder.writeAndFlush(NIOAny(ByteBuffer(bytes: bytes)), promise: nil)
+        }.get()
+        try? await channel.close(mode: .output)
     }
 
     private struct BodyPlan {
@@ -280,6 +306,10 @@ public final class LoopbackServer: Sendable {
         var silent = false
         /// A fixed body instead of the resource's bytes.
         var page: String?
+        /// Write these bytes instead of a response, then close.
+        var raw: [UInt8]?
+        /// Meet the next request on this connection with a close.
+        var closeAfter = false
     }
 
     /// Decides status, headers and body of a response; counts the faults it uses.
@@ -288,7 +318,7 @@ public final class LoopbackServer: Sendable {
         if let redirect = state.redirects[path] {
             headers.add(name: "Location", value: redirect.location)
             headers.add(name: "Content-Length", value: "0")
-            return ResponsePlan(status: redirect.status, headers: headers, body: nil)
+            return ResponsePlan(status: redirect.status, headers: headers, body: nil, closeAfter: redirect.closeAfter)
         }
         guard var entry = state.resources[path] else {
             headers.add(name: "Content-Length", value: "0")
@@ -299,6 +329,9 @@ public final class LoopbackServer: Sendable {
         if entry.silencesServed < faults.silentFirst {
             entry.silencesServed += 1
             return ResponsePlan(status: 0, headers: headers, body: nil, silent: true)
+        }
+        if let raw = faults.rawResponse {
+            return ResponsePlan(status: 0, headers: headers, body: nil, raw: raw)
         }
         for line in faults.headers {
             let parts = line.split(separator: ":", maxSplits: 1)

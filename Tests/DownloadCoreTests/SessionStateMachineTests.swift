@@ -152,6 +152,69 @@ import Testing
         #expect(m.download(id)?.state == .failed(reason: "reset (gave up after 2 tries)"))
     }
 
+    /// Ends `attempt` with `outcome`; returns the next attempt when a retry was scheduled (its timer fired).
+    func ended(_ m: inout Machine, _ id: DownloadID, _ attempt: AttemptID, _ outcome: Machine.Outcome, bytes: Int64 = 0) -> AttemptID? {
+        let actions = m.transferFinished(id, attempt: attempt, outcome: outcome, bytesOnDisk: bytes, now: now, jitter: 0)
+        guard case .scheduleRetry(_, let token, _)? = actions.first else { return nil }
+        guard case .startTransfer(let order)? = m.retryTimerFired(id, token: token).first else { return nil }
+        return order.attempt
+    }
+
+    @Test func aProtocolErrorWaitsWithBackoffLikeANetworkError() throws {
+        var m = machine()
+        let (id, attempt) = try started(&m)
+        let actions = m.transferFinished(id, attempt: attempt, outcome: .protocolError(reason: "the server sent an invalid header"), bytesOnDisk: 0, now: now, jitter: 0)
+        #expect(actions == [.scheduleRetry(id, token: 1, at: now.addingTimeInterval(1))])
+        #expect(m.download(id)?.state == .waiting(until: now.addingTimeInterval(1), reason: "the server sent an invalid header"))
+        #expect(m.download(id)?.failedAttempts == 1)
+    }
+
+    @Test func theThirdProtocolErrorInARowFailsWithTheSentenceAlone() throws {
+        var m = machine()
+        let (id, first) = try started(&m)
+        let second = try #require(ended(&m, id, first, .protocolError(reason: "the server sent an invalid header")))
+        let third = try #require(ended(&m, id, second, .protocolError(reason: "the server sent an invalid header")))
+        #expect(ended(&m, id, third, .protocolError(reason: "the server sent an invalid header")) == nil)
+        #expect(m.download(id)?.state == .failed(reason: "the server sent an invalid header"))
+        #expect(m.download(id)?.failedAttempts == 3)
+    }
+
+    @Test func networkErrorsBetweenProtocolErrorsDoNotResetTheirCount() throws {
+        var m = machine()
+        let (id, first) = try started(&m)
+        let second = try #require(ended(&m, id, first, .protocolError(reason: "bad")))
+        let third = try #require(ended(&m, id, second, .retryable(reason: "reset", retryAfter: nil, progressed: false)))
+        let fourth = try #require(ended(&m, id, third, .protocolError(reason: "bad")))
+        #expect(ended(&m, id, fourth, .protocolError(reason: "bad")) == nil)
+        #expect(m.download(id)?.state == .failed(reason: "bad"))
+    }
+
+    @Test func bytesWrittenOrAResumeGiveTheServerThreeTriesAgain() throws {
+        var m = machine()
+        let (id, first) = try started(&m)
+        let second = try #require(ended(&m, id, first, .protocolError(reason: "bad")))
+        let third = try #require(ended(&m, id, second, .protocolError(reason: "bad")))
+        // Bytes reached the disk: the server can speak HTTP after all.
+        let fourth = try #require(ended(&m, id, third, .retryable(reason: "reset", retryAfter: nil, progressed: true), bytes: 10))
+        let fifth = try #require(ended(&m, id, fourth, .protocolError(reason: "bad")))
+        let sixth = try #require(ended(&m, id, fifth, .protocolError(reason: "bad")))
+        #expect(ended(&m, id, sixth, .protocolError(reason: "bad")) == nil)
+        #expect(m.download(id)?.state == .failed(reason: "bad"))
+        // A person retrying a failed download starts the count again.
+        let actions = try m.resume(id)
+        guard case .startTransfer(let order)? = actions.first else { Issue.record("not restarted: \(actions)"); return }
+        #expect(ended(&m, id, order.attempt, .protocolError(reason: "bad")) != nil)
+        #expect(m.download(id)?.failedAttempts == 1)
+    }
+
+    @Test func theRetryLimitStillHoldsForProtocolErrors() throws {
+        var m = machine(maxTries: 2)
+        let (id, first) = try started(&m)
+        let second = try #require(ended(&m, id, first, .retryable(reason: "reset", retryAfter: nil, progressed: false)))
+        #expect(ended(&m, id, second, .protocolError(reason: "bad")) == nil)
+        #expect(m.download(id)?.state == .failed(reason: "bad"))
+    }
+
     @Test func downloadingToFailedOnAFatalError() throws {
         var m = machine()
         let (id, attempt) = try started(&m)

@@ -422,6 +422,147 @@ import Testing
             #expect(sha256(ofFile: h.path("s.bin")) == server.sha256("/s.bin"))
         }
     }
+
+    // MARK: 24. Proxies
+
+    @Test("24: plain http goes to the proxy in absolute form, with its credentials, through a proxy that refuses CONNECT to port 80")
+    func plainHTTPGoesToTheProxyInAbsoluteForm() async throws {
+        try await Harness.with { h in
+            // Like squid's default policy: CONNECT to port 80 is refused, absolute form is served.
+            let proxy = try TunnelProxy(tunnellingTo: h.server.port)
+            defer { proxy.stop() }
+            h.server.serve("/p.bin", size: 300_000)
+            h.server.serve("/q.bin", size: 1000)
+            try await Harness.with({ $0.proxies = ProxySettings(http: .init(host: "127.0.0.1", port: proxy.port, user: "u", password: "p")) }) { p in
+                // The host does not exist: only a request through the proxy can succeed.
+                let first = try await p.session.schedule(try #require(URL(string: "http://files.haul-test.invalid/p.bin")), to: .file(p.path("p.bin")))
+                try await p.waitCompleted(first)
+                let second = try await p.session.schedule(try #require(URL(string: "http://files.haul-test.invalid:80/q.bin?x=%41")), to: .file(p.path("q.bin")))
+                try await p.waitCompleted(second)
+                #expect(sha256(ofFile: p.path("p.bin")) == h.server.sha256("/p.bin"))
+                #expect(sha256(ofFile: p.path("q.bin")) == h.server.sha256("/q.bin"))
+            }
+            #expect(proxy.requestLines.first == "GET http://files.haul-test.invalid/p.bin HTTP/1.1")
+            #expect(proxy.requestHeads.first?.contains("Proxy-Authorization: Basic dTpw") == true)
+            #expect(!proxy.requestLines.contains { $0.hasPrefix("CONNECT") })
+            // Both requests rode one connection to the proxy (keep-alive through the bridge).
+            #expect(proxy.requestLines.count == 1, "\(proxy.requestLines)")
+            let served = h.server.requests()
+            #expect(served.map(\.path) == ["/p.bin", "/q.bin"])
+            #expect(served.allSatisfy { $0.absoluteForm && $0.host == "files.haul-test.invalid" })
+            #expect(served.last?.headers.contains("Proxy-Authorization: Basic dTpw") == true)
+        }
+    }
+
+    @Test("24: a proxy that refuses CONNECT for https fails the download at once, in haul's words", arguments: [
+        ("403 Forbidden", "proxy refused CONNECT to files.haul-test.invalid:443: 403"),
+        ("407 Proxy Authentication Required\r\nProxy-Authenticate: Basic realm=\"corp\"",
+         "HTTP 407 Proxy Authentication Required: the proxy wants Basic (realm \"corp\") credentials; give them as user:pass@ in the proxy URL"),
+    ])
+    func aRefusedConnectFailsAtOnce(refusal: String, reason: String) async throws {
+        let proxy = try TunnelProxy(tunnellingTo: 9, refusing: [443: refusal])
+        defer { proxy.stop() }
+        try await Harness.with({ $0.proxies = ProxySettings(https: .init(host: "127.0.0.1", port: proxy.port)) }) { h in
+            let id = try await h.session.schedule(try #require(URL(string: "https://files.haul-test.invalid/x.bin")), to: .file(h.path("x.bin")))
+            let done = try await h.wait(id) { $0.state.isFinished }
+            #expect(done.state == .failed(reason: reason))
+            #expect(proxy.requestLines == ["CONNECT files.haul-test.invalid:443 HTTP/1.1"], "asked once, not retried")
+        }
+    }
+
+    @Test("24: https still goes through CONNECT where the proxy allows it")
+    func httpsGoesThroughConnect() async throws {
+        let tls = try TLSFixture()
+        defer { tls.remove() }
+        let server = try await LoopbackServer.start(tls: tls.files)
+        defer { Task { await server.shutdown() } }
+        server.serve("/s.bin", size: 2 * 1024 * 1024)
+        let proxy = try TunnelProxy(tunnellingTo: server.port)
+        defer { proxy.stop() }
+        try await Harness.with({
+            $0.caCertificatePath = tls.files.certificatePath
+            $0.proxies = ProxySettings(https: .init(host: "127.0.0.1", port: proxy.port))
+        }) { h in
+            let id = try await h.session.schedule(server.url("/s.bin"), to: .file(h.path("s.bin")))
+            try await h.waitCompleted(id)
+            #expect(sha256(ofFile: h.path("s.bin")) == server.sha256("/s.bin"))
+            #expect(proxy.requestLines == ["CONNECT 127.0.0.1:\(server.port) HTTP/1.1"])
+        }
+    }
+
+    @Test("24: a proxy that cannot be reached is said as such, and retried")
+    func anUnreachableProxyIsRetried() async throws {
+        let gone = try await LoopbackServer.start()
+        let port = gone.port
+        await gone.shutdown()
+        try await Harness.with({ $0.proxies = ProxySettings(http: .init(host: "127.0.0.1", port: port)) }) { h in
+            let id = try await h.session.schedule(try #require(URL(string: "http://files.haul-test.invalid/x.bin")), to: .file(h.path("x.bin")))
+            let waiting = try await h.wait(id) { if case .waiting = $0.state { return true } else { return false } }
+            guard case .waiting(_, let reason) = waiting.state else { return }
+            #expect(reason == "cannot reach the proxy 127.0.0.1:\(port): connection refused")
+        }
+    }
+
+    // MARK: 25. Protocol errors
+
+    @Test("25: a response that breaks HTTP is tried three times, then fails in one sentence", arguments: [
+        ("HTTP/1.1 200 OK\r\nContent-Length: 5\r\nX-Bad\u{01}Name: v\r\n\r\nhello", "the server sent an invalid header"),
+        ("HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nhello", "the server sent an invalid or conflicting Content-Length"),
+        ("HTTP/1.1 200 OK\r\nContent-Length: 5\rX-Next: 1\r\n\r\nhello", "the server's response is not valid HTTP"),
+        ("SSH-2.0-OpenSSH_9.6\r\n", "the server's response is not valid HTTP"),
+    ])
+    func aResponseThatBreaksHTTPFails(raw: String, reason: String) async throws {
+        try await Harness.with { h in
+            var faults = Faults()
+            faults.rawResponse = Array(raw.utf8)
+            h.server.serve("/bad.bin", size: 5, faults: faults)
+            let id = try await h.session.schedule(h.server.url("/bad.bin"), to: .file(h.path("bad.bin")))
+            let done = try await h.wait(id) { $0.state.isFinished }
+            #expect(done.state == .failed(reason: reason))
+            #expect(h.gets("/bad.bin").count == 3, "the first try and two retries")
+            #expect(!FileManager.default.fileExists(atPath: h.path("bad.bin")))
+        }
+    }
+
+    @Test("25: TLS spoken to a plain-http port, and plain http to a TLS port, fail after three tries in one sentence")
+    func theWrongProtocolOnAPortFails() async throws {
+        try await Harness.with { h in
+            h.server.serve("/t.bin", size: 1000)
+            let url = try #require(URL(string: "https://127.0.0.1:\(h.server.port)/t.bin"))
+            let id = try await h.session.schedule(url, to: .file(h.path("t.bin")))
+            let done = try await h.wait(id) { $0.state.isFinished }
+            #expect(done.state == .failed(reason: "the server does not speak TLS on this port"))
+            #expect(done.failedAttempts == 3)
+        }
+        let tls = try TLSFixture()
+        defer { tls.remove() }
+        let server = try await LoopbackServer.start(tls: tls.files)
+        defer { Task { await server.shutdown() } }
+        server.serve("/t.bin", size: 1000)
+        try await Harness.with { h in
+            let url = try #require(URL(string: "http://127.0.0.1:\(server.port)/t.bin"))
+            let id = try await h.session.schedule(url, to: .file(h.path("t.bin")))
+            let done = try await h.wait(id) { $0.state.isFinished }
+            #expect(done.state == .failed(reason: "the server speaks TLS on this port: use https://"))
+            #expect(done.failedAttempts == 3)
+        }
+    }
+
+    // MARK: 26. A redirect on a connection the server closed
+
+    @Test("26: a request that finds its kept-alive connection closed is sent once more on a fresh one")
+    func aRedirectOnAClosedConnectionIsFollowed() async throws {
+        try await Harness.with { h in
+            h.server.serve("/t.bin", size: 200_000)
+            h.server.redirect("/r", to: "/t.bin", closeAfter: true)
+            let id = try await h.session.schedule(h.server.url("/r"), to: .file(h.path("t.bin")))
+            let done = try await h.waitCompleted(id)
+            #expect(done.failedAttempts == 0, "followed within the first attempt")
+            #expect(sha256(ofFile: h.path("t.bin")) == h.server.sha256("/t.bin"))
+            // The request met by the close (status 0), then the same request on a new connection.
+            #expect(h.gets("/t.bin").map(\.status) == [0, 200])
+        }
+    }
 }
 
 /// A self-signed certificate for 127.0.0.1, made with the `openssl` command in a temporary directory.

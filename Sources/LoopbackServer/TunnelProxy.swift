@@ -1,19 +1,30 @@
 import Foundation
 
-/// A forward proxy that answers `CONNECT host:port` by tunnelling to one local port, recording each
-/// request line. AsyncHTTPClient reaches every URL through a proxy with CONNECT.
-final class TunnelProxy: @unchecked Sendable {
-    let port: Int
+/// A forward proxy for the tests that behaves like squid's default policy: it answers
+/// `CONNECT host:port` by tunnelling to one local port, refuses `CONNECT` to the ports it is told
+/// to (port 80 by default, as squid does), and passes a request in absolute form
+/// (`GET http://host/path`) on to that same port, whose server answers it as a proxy would. It
+/// records the head of the first request of each connection.
+public final class TunnelProxy: @unchecked Sendable {
+    public let port: Int
     private let listener: Int32
     private let target: UInt16
+    private let refusals: [Int: String]
     private let lock = NSLock()
-    private var lines: [String] = []
+    private var heads: [String] = []
 
-    /// The request lines received, oldest first (`CONNECT files.example:80 HTTP/1.1`).
-    var requestLines: [String] { lock.withLock { lines } }
+    /// The request lines received, oldest first (`CONNECT files.example:443 HTTP/1.1`,
+    /// `GET http://files.example/a.bin HTTP/1.1`); one per connection.
+    public var requestLines: [String] { lock.withLock { heads.map { $0.components(separatedBy: "\r\n").first ?? "" } } }
 
-    init(tunnellingTo target: Int) throws {
+    /// The whole heads of those requests (request line and header lines).
+    public var requestHeads: [String] { lock.withLock { heads } }
+
+    /// A proxy to `target`; `refusing` maps a `CONNECT` port to the answer's status line and any
+    /// header lines (`"407 Proxy Authentication Required\r\nProxy-Authenticate: Basic realm=\"p\""`).
+    public init(tunnellingTo target: Int, refusing: [Int: String] = [80: "403 Forbidden"]) throws {
         self.target = UInt16(target)
+        refusals = refusing
         let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         self.listener = listener
         var address = Self.loopback(port: 0)
@@ -35,7 +46,7 @@ final class TunnelProxy: @unchecked Sendable {
         }
     }
 
-    func stop() {
+    public func stop() {
         shutdown(listener, Int32(SHUT_RDWR))
         close(listener)
     }
@@ -50,10 +61,20 @@ final class TunnelProxy: @unchecked Sendable {
             }
             head.append(byte)
         }
-        let line = String(decoding: head, as: UTF8.self).components(separatedBy: "\r\n").first ?? ""
-        lock.withLock { lines.append(line) }
-        guard line.hasPrefix("CONNECT ") else {
+        let text = String(decoding: head, as: UTF8.self)
+        lock.withLock { heads.append(String(decoding: head.dropLast(4), as: UTF8.self)) }
+        let words = (text.components(separatedBy: "\r\n").first ?? "").split(separator: " ")
+        let isConnect = words.first == "CONNECT"
+        let absoluteForm = words.count == 3 && words[1].lowercased().hasPrefix("http://")
+        guard isConnect || absoluteForm else {
             Self.send(client, "HTTP/1.1 405 Method Not Allowed\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+            close(client)
+            return
+        }
+        if isConnect, words.count == 3, let colon = words[1].lastIndex(of: ":"), let port = Int(words[1][words[1].index(after: colon)...]),
+           let refusal = refusals[port] {
+            // Like squid's error page: a body, then the connection closes.
+            Self.send(client, "HTTP/1.1 \(refusal)\r\nContent-Type: text/html\r\nContent-Length: 9\r\nConnection: close\r\n\r\nrefused\r\n")
             close(client)
             return
         }
@@ -68,7 +89,12 @@ final class TunnelProxy: @unchecked Sendable {
             close(upstream)
             return
         }
-        Self.send(client, "HTTP/1.1 200 Connection established\r\n\r\n")
+        if isConnect {
+            Self.send(client, "HTTP/1.1 200 Connection established\r\n\r\n")
+        } else {
+            // The server behind understands absolute form: the request goes on as it came.
+            _ = head.withUnsafeBytes { write(upstream, $0.baseAddress, $0.count) }
+        }
         let done = DispatchSemaphore(value: 0)
         Thread.detachNewThread {
             Self.pump(from: upstream, to: client)

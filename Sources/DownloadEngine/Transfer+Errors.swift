@@ -1,0 +1,206 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import AsyncHTTPClient
+import DownloadCore
+import Foundation
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import NIOSSL
+
+/// What an error that ended an attempt means for the download, and one line in haul's words for it.
+///
+/// Errors are told apart by type and code (NIO's `HTTPParserError`, NIOSSL's errors, AsyncHTTPClient's
+/// `HTTPClientError`, errno), never by their description: a library's wording is not an interface,
+/// and its type names and build paths must never reach the person reading the row.
+extension Transfer {
+    /// Network trouble waits and retries; a broken request, redirect, certificate or proxy refusal
+    /// fails for good; a server that breaks HTTP or TLS is tried twice more, then fails.
+    func classify(_ error: any Error, progressed: Bool) -> Outcome {
+        if let refused = error as? RedirectRefused { return .fatal(reason: refused.reason) }
+        if let refused = error as? ProxyRefused { return refused.outcome }
+        // A certificate that is not trusted now will not be on the next try either.
+        if let tls = Self.tlsFailure(error) { return .fatal(reason: tls) }
+        if let broken = Self.protocolFailure(error) {
+            // Bytes written before the break were good: that attempt counts as progress.
+            return progressed ? .retryable(reason: broken, retryAfter: nil, progressed: true) : .protocolError(reason: broken)
+        }
+        if let error = error as? HTTPClientError {
+            if error == .readTimeout {
+                return .retryable(reason: "stalled: no data for \(stallSeconds) s", retryAfter: nil, progressed: progressed)
+            }
+            if error == .connectTimeout {
+                return .retryable(reason: "connection timed out", retryAfter: nil, progressed: progressed)
+            }
+            if error == .deadlineExceeded {
+                return .retryable(reason: "no response within \(headTimeout.nanoseconds / 1_000_000_000) s", retryAfter: nil, progressed: progressed)
+            }
+            if error == .remoteConnectionClosed {
+                return .retryable(reason: "connection closed by the server", retryAfter: nil, progressed: progressed)
+            }
+            if [.invalidURL, .emptyHost, .emptyScheme].contains(error) {
+                return .fatal(reason: "invalid URL")
+            }
+            if error == .unsupportedScheme(order.url.scheme ?? "") {
+                return .fatal(reason: "unsupported scheme '\(TerminalText.sanitize(order.url.scheme ?? ""))'")
+            }
+        }
+        return .retryable(reason: Self.describe(error), retryAfter: nil, progressed: progressed)
+    }
+
+    /// A short line for a network error that is worth another try.
+    static func describe(_ error: any Error) -> String {
+        if let error = error as? IOError { return describe(errno: error.errnoCode) }
+        if let error = error as? NIOConnectionError {
+            if error.dnsAAAAError != nil || error.dnsAError != nil, error.connectionErrors.isEmpty { return "host name not found" }
+            if let io = error.connectionErrors.first?.error as? IOError { return describe(errno: io.errnoCode) }
+            return "cannot connect"
+        }
+        if let error = error as? ChannelError, error == .ioOnClosedChannel || error == .eof || error == .outputClosed {
+            return "connection closed by the server"
+        }
+        if let error = error as? HTTPClientError {
+            switch error {
+            case .writeTimeout: return "the server took no data for too long"
+            case .tlsHandshakeTimeout: return "TLS handshake timed out"
+            case .httpProxyHandshakeTimeout: return "the proxy did not answer in time"
+            case .uncleanShutdown: return "connection closed by the server mid-response"
+            default: break
+            }
+        }
+        if let error = error as? NIOSSLError, error == .uncleanShutdown { return "connection closed by the server mid-response" }
+        if let error = error as? HTTPParserError, error == .invalidEOFState || error == .closedConnection {
+            return "connection closed by the server mid-response"
+        }
+        if error is CancellationError { return "interrupted" }
+        // Never a library's type name or build path: the log file keeps the detail.
+        return "network error"
+    }
+
+    /// "connection refused", "connection reset" … from an errno.
+    static func describe(errno code: Int32) -> String {
+        switch code {
+        case ECONNREFUSED: "connection refused"
+        case ECONNRESET: "connection reset"
+        case ETIMEDOUT: "connection timed out"
+        case EHOSTUNREACH: "host unreachable"
+        case ENETUNREACH: "network unreachable"
+        case EPIPE: "connection closed by the server"
+        default: String(cString: strerror(code)).lowercased()
+        }
+    }
+
+    /// A clear line for a certificate the client refused; nil for any other error.
+    static func tlsFailure(_ error: any Error) -> String? {
+        if let extra = error as? NIOSSLExtraError, extra == .failedToValidateHostname {
+            return "TLS: the server's certificate is not for this host name"
+        }
+        guard boringSSLReasons(error).contains(BoringSSLReason.certificateVerifyFailed) else { return nil }
+        // BoringSSL says only that verification failed, not why.
+        return "TLS: the server's certificate is not trusted (self-signed, expired, or from a CA this system does not trust);"
+            + " --ca-certificate FILE trusts the CA in FILE"
+    }
+
+    /// One sentence for a response that breaks HTTP, or a TLS handshake that cannot work; nil for
+    /// any other error.
+    static func protocolFailure(_ error: any Error) -> String? {
+        if error is WrongProtocol { return "the server speaks TLS on this port: use https://" }
+        if let parser = error as? HTTPParserError {
+            switch parser {
+            case .invalidEOFState, .closedConnection:
+                // A body cut short by a close: network trouble, not a server that breaks HTTP.
+                return nil
+            case .invalidHeaderToken, .invalidCharactersUsed:
+                return "the server sent an invalid header"
+            case .invalidContentLength, .unexpectedContentLength:
+                return "the server sent an invalid or conflicting Content-Length"
+            case .headerOverflow:
+                return "the server sent a response head too large to read"
+            case .invalidChunkSize:
+                return "the server sent an invalid chunked body"
+            default:
+                return "the server's response is not valid HTTP"
+            }
+        }
+        if let client = error as? HTTPClientError {
+            switch client {
+            case .identityCodingIncorrectlyPresent:
+                return "the server's response is not valid HTTP"
+            default:
+                return nil
+            }
+        }
+        let reasons = boringSSLReasons(error)
+        if reasons.contains(where: BoringSSLReason.notTLS.contains) {
+            return "the server does not speak TLS on this port"
+        }
+        if case .handshakeFailed? = error as? NIOSSLError {
+            return "the TLS handshake with the server failed"
+        }
+        return nil
+    }
+
+    /// BoringSSL's reason codes (library SSL) in a handshake failure.
+    ///
+    /// NIOSSL keeps each packed error code private and prints it as the first number of the
+    /// description (`Error: 268435703 error:…`); that number, not the text after it, is read here.
+    static func boringSSLReasons(_ error: any Error) -> [Int] {
+        guard case .handshakeFailed(let failure)? = error as? NIOSSLError else { return [] }
+        let stack: NIOBoringSSLErrorStack
+        switch failure {
+        case .sslError(let errors), .unknownError(let errors): stack = errors
+        default: return []
+        }
+        return stack.compactMap { entry in
+            let words = entry.description.split(separator: " ", maxSplits: 2)
+            guard words.count >= 2, words[0] == "Error:", let packed = UInt32(words[1]) else { return nil }
+            // ERR_GET_LIB and ERR_GET_REASON: the library in the top byte, the reason in the low 12 bits.
+            guard packed >> 24 == BoringSSLReason.librarySSL else { return nil }
+            return Int(packed & 0xFFF)
+        }
+    }
+}
+
+/// BoringSSL's codes that haul tells apart (`include/openssl/ssl.h`).
+enum BoringSSLReason {
+    static let librarySSL: UInt32 = 16
+    static let certificateVerifyFailed = 125
+    /// A peer that answered in something other than TLS: WRONG_VERSION_NUMBER, HTTP_REQUEST,
+    /// HTTPS_PROXY_REQUEST, RECORD_TOO_LARGE (plain text read as a record length).
+    static let notTLS: Set<Int> = [247, 156, 155, 200]
+}
+
+/// A proxy would not carry the request: its own words, and whether to try again.
+struct ProxyRefused: Error {
+    var outcome: SessionStateMachine.Outcome
+
+    /// The failure of a request whose proxy handshake failed, in haul's words; nil when `error` is
+    /// not a proxy handshake failure or `url` goes through no proxy.
+    static func explaining(_ error: any Error, for url: URL, clients: HTTPClients) -> ProxyRefused? {
+        guard let error = error as? HTTPClientError,
+              [.invalidProxyResponse, .proxyAuthenticationRequired, .httpProxyHandshakeTimeout].contains(error),
+              let (proxy, refusal) = clients.proxyRefusal(for: url) else { return nil }
+        let target = "\(TerminalText.sanitize(url.host ?? "")):\(url.port ?? (url.scheme?.lowercased() == "https" ? 443 : 80))"
+        if error == .httpProxyHandshakeTimeout {
+            return ProxyRefused(outcome: .retryable(reason: "the proxy \(proxy) did not answer CONNECT to \(target)", retryAfter: nil, progressed: false))
+        }
+        switch refusal {
+        case .unreachable(let reason)?:
+            return ProxyRefused(outcome: .retryable(reason: reason, retryAfter: nil, progressed: false))
+        case .refused(let status, let phrase, let authenticate)? where status == 407:
+            return ProxyRefused(outcome: .fatal(reason: ResponseFacts(status: 407, reasonPhrase: phrase, authenticate: authenticate).failureText))
+        case .refused(let status, _, _)?:
+            let reason = "proxy refused CONNECT to \(target): \(status)"
+            // A proxy that cannot reach the server now (502, 503, 504) may later.
+            return ProxyRefused(outcome: status >= 500 ? .retryable(reason: reason, retryAfter: nil, progressed: false) : .fatal(reason: reason))
+        case nil:
+            if error == .proxyAuthenticationRequired {
+                return ProxyRefused(outcome: .fatal(reason: ResponseFacts(status: 407, reasonPhrase: "Proxy Authentication Required").failureText))
+            }
+            return ProxyRefused(outcome: .fatal(reason: "proxy refused CONNECT to \(target)"))
+        }
+    }
+}

@@ -1,0 +1,56 @@
+import AsyncHTTPClient
+import DownloadCore
+import Foundation
+import NIOCore
+import NIOHTTP1
+
+extension Transfer {
+    /// Sends a GET of `url` and waits for the response head; a request that found its connection
+    /// closed before any byte of a response is sent once more.
+    ///
+    /// AsyncHTTPClient hands out a pooled keep-alive connection that the server may have closed a
+    /// moment before (a 302 without `Connection: close`, then a close; a keep-alive timeout running
+    /// out as the request leaves): such a request fails with `ioOnClosedChannel` or
+    /// `remoteConnectionClosed` although the server never saw it, or saw it and said nothing. curl
+    /// and wget send it again on a new connection. The closed connection has left the pool by then,
+    /// so the second request gets a fresh one. Only once: a server that closes every connection
+    /// unanswered is a failure of the attempt, retried with backoff.
+    func response(to url: URL, range: ClosedRange<Int64>?, ifRange: String?) async throws -> (ResponseStream, HTTPResponseHead, URL?) {
+        var resent = false
+        while true {
+            let stream = ResponseStream(progress: progress, limiter: limiter)
+            stream.start(try request(url, range: range, ifRange: ifRange), on: clients.client(for: url), headTimeout: headTimeout)
+            do {
+                let (head, answered) = try await stream.head()
+                return (stream, head, answered)
+            } catch {
+                stream.cancel()
+                if !resent, !Task.isCancelled, Self.closedBeforeResponse(error) {
+                    resent = true
+                    continue
+                }
+                if resent, Self.closedBeforeResponse(error), await speaksTLSInstead(url) {
+                    throw WrongProtocol()
+                }
+                throw ProxyRefused.explaining(error, for: url, clients: clients) ?? error
+            }
+        }
+    }
+
+    /// Whether `error` says the connection was closed with no response byte read.
+    static func closedBeforeResponse(_ error: any Error) -> Bool {
+        if let error = error as? HTTPClientError { return error == .remoteConnectionClosed }
+        if let error = error as? ChannelError { return error == .ioOnClosedChannel || error == .eof }
+        return false
+    }
+
+    /// Whether an http URL's port, which closed two requests unanswered, speaks TLS (checked only
+    /// for a direct connection: through a proxy the port is the proxy's business).
+    private func speaksTLSInstead(_ url: URL) async -> Bool {
+        guard url.scheme?.lowercased() == "http", clients.proxyRefusal(for: url) == nil, let host = url.host else { return false }
+        return await TLSProbe.speaksTLS(host: host, port: url.port ?? 80, group: HTTPClient.defaultEventLoopGroup, timeout: .seconds(3))
+    }
+
+    /// An http URL whose server speaks TLS on its port.
+    struct WrongProtocol: Error {}
+}
