@@ -179,7 +179,10 @@ import Testing
     @Test func aJournalThatCannotWriteIsSaidOnEverySnapshotAndTriedOnceACommit() async throws {
         try await Bench.with { bench in
             let journal = FullJournal()
-            let session = DownloadSession(configuration: Harness.testConfiguration(), journal: journal)
+            var configuration = Harness.testConfiguration()
+            // No ticker sample (a connection count is news) asks for a commit of its own meanwhile.
+            configuration.progressInterval = .seconds(120)
+            let session = DownloadSession(configuration: configuration, journal: journal)
             bench.sessions.withLock { $0.append(session) }
             // The server says nothing: after the schedule's commit no event asks for another.
             var silent = Faults()
