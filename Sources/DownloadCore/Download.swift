@@ -38,6 +38,9 @@ public struct Download: Sendable, Hashable, Identifiable {
     public var bytesSavedByResume: Int64 = 0
     /// Whether the latest resume had no validator to check (allowed only because the length matched).
     public var unverifiedResume: Bool = false
+    /// Whether the latest resume, without a validator, was checked by fetching the bytes before the
+    /// end of the part file again and comparing them with the disk.
+    public var overlapChecked: Bool = false
     /// How many times the download had to start over from zero.
     public var restartCount: Int = 0
     /// Why the latest restart from zero happened ("resource changed", "server ignores ranges" …).

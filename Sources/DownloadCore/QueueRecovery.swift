@@ -118,6 +118,7 @@ public enum QueueRecovery {
         download.bytesOnDisk = 0
         download.resumeOffset = nil
         download.unverifiedResume = false
+        download.overlapChecked = false
         download.restartCount += 1
         download.restartReason = reason
         download.lastError = "\(reason): starting over from zero"

@@ -29,8 +29,19 @@ public struct Validators: Sendable, Hashable {
 public enum RequestPlan: Sendable, Hashable {
     /// The whole resource; the part file is emptied first. `discarding` says why existing bytes go.
     case fresh(discarding: String?)
-    /// `Range: bytes=offset-`, with `If-Range` when there is a validator (else the resume is unverified).
+    /// `Range: bytes=offset-`, with `If-Range` when there is a validator.
     case resume(from: Int64, ifRange: String?)
+    /// No validator: `Range: bytes=(offset - overlap)-`, so that the first `overlap` bytes of the
+    /// answer can be compared with the last `overlap` bytes on disk before anything is appended.
+    case overlap(from: Int64, overlap: Int64)
+
+    /// The bytes on disk this plan keeps, nil for a fetch from zero.
+    public var kept: Int64? {
+        switch self {
+        case .fresh: nil
+        case .resume(let offset, _), .overlap(let offset, _): offset
+        }
+    }
 }
 
 /// How the bytes of a response relate to the bytes already on disk.
@@ -55,6 +66,10 @@ public enum ResponseDecision: Sendable, Hashable {
     case retry(reason: String, retryAfter: String?)
     /// A permanent failure.
     case fail(reason: String)
+    /// Compare the first `overlap` bytes of the body with the part file's bytes at `offset`: equal,
+    /// write the body from `offset` on (the same bytes again, then the rest, up to `total`);
+    /// different, the resource changed and is fetched again from zero.
+    case verify(offset: Int64, overlap: Int64, total: Int64)
 }
 
 /// The response head facts the resume rules look at.
@@ -130,15 +145,22 @@ public struct ResponseFacts: Sendable, Hashable {
 
 /// The resume rules of DESIGN.md as pure functions: what to ask for, and what to make of the answer.
 public enum ResumeRules {
+    /// How many bytes before the end of the part file a resume without validators asks for again,
+    /// to compare them with the bytes on disk (fewer when the part file is shorter).
+    public static let overlapLength: Int64 = 64 * 1024
+
     /// The request for a part file of `partLength` bytes.
     public static func plan(partLength: Int64, knownTotal: Int64?, validators: Validators) -> RequestPlan {
         guard partLength > 0 else { return .fresh(discarding: nil) }
         if let knownTotal, partLength > knownTotal {
             return .fresh(discarding: "part file longer than the resource")
         }
-        let ifRange = validators.ifRange
-        if ifRange == nil, knownTotal == nil {
-            return .fresh(discarding: "no validator or length to check a resume against")
+        guard let ifRange = validators.ifRange else {
+            // Without a validator the length must be known (a changed one says the resource
+            // changed), and the bytes before the end are fetched again and compared (a change at
+            // the same length shows there).
+            guard knownTotal != nil else { return .fresh(discarding: "no validator or length to check a resume against") }
+            return .overlap(from: partLength, overlap: min(overlapLength, partLength))
         }
         return .resume(from: partLength, ifRange: ifRange)
     }
@@ -150,14 +172,18 @@ public enum ResumeRules {
     ) -> ResponseDecision {
         switch response.status {
         case 200:
-            if case .resume(let offset, _) = plan,
+            if let offset = plan.kept,
                let page = errorPage(response, kept: offset, knownTotal: knownTotal, validators: validators, knownType: knownType) {
                 return .fail(reason: page)
             }
             return .write(offset: 0, total: response.contentLength, disposition: dispositionOf200(plan: plan, response: response, validators: validators))
         case 206:
+            if case .overlap(let offset, let overlap) = plan {
+                return decideOverlap(from: offset, overlap: overlap, response: response, knownTotal: knownTotal)
+            }
             return decide206(plan: plan, response: response, knownTotal: knownTotal, validators: validators)
         case 416:
+            if case .overlap = plan { return .refetch(reason: "range not satisfiable (resource shorter than the part file)") }
             guard case .resume(let offset, _) = plan else {
                 return .fail(reason: "\(response.statusText) for a request without Range")
             }
@@ -183,11 +209,30 @@ public enum ResumeRules {
             return .fresh
         case .fresh(discarding: let reason?):
             return .restarted(reason: reason)
-        case .resume:
+        case .resume, .overlap:
             // A 200 to a Range + If-Range request: either the validator no longer matches, or the
             // server does not do ranges. Telling them apart only changes what the row says.
             return .restarted(reason: whyWhole(response, validators))
         }
+    }
+
+    /// A 206 to a resume without validators: it must start `overlap` bytes before the end of the
+    /// part file, for a resource of the length known; the overlap is then compared with the disk.
+    private static func decideOverlap(from offset: Int64, overlap: Int64, response: ResponseFacts, knownTotal: Int64?) -> ResponseDecision {
+        let start = offset - overlap
+        guard let header = response.contentRange, let contentRange = ContentRange(header), let range = contentRange.range else {
+            return .refetch(reason: "206 without a valid Content-Range")
+        }
+        guard range.lowerBound == start else {
+            return .refetch(reason: "server sent bytes from \(range.lowerBound), asked for \(start)")
+        }
+        guard let knownTotal, let total = contentRange.total else {
+            return .refetch(reason: "cannot verify a resume without validators")
+        }
+        guard total == knownTotal else {
+            return .refetch(reason: "resource changed (length \(total), was \(knownTotal))")
+        }
+        return .verify(offset: start, overlap: overlap, total: total)
     }
 
     /// Why a 200 answering a resume of `kept` bytes looks like an error page rather than the file, or

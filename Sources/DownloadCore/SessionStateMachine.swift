@@ -108,6 +108,8 @@ public struct SessionStateMachine: Sendable {
         public var disposition: Disposition
         /// The media type the response said its body has (`text/html`), lower-cased, without parameters.
         public var contentType: String?
+        /// A resume without validators whose overlap with the bytes on disk was compared and matched.
+        public var checkedByOverlap = false
 
         public init(
             status: Int, total: Int64?, validators: Validators, finalURL: URL?, serverFileName: String?, disposition: Disposition,
@@ -486,6 +488,7 @@ public struct SessionStateMachine: Sendable {
             download.resumeOffset = offset
             download.bytesSavedByResume += offset
             download.unverifiedResume = !verified
+            download.overlapChecked = info.checkedByOverlap
             download.bytesOnDisk = offset
         }
         downloads[id] = download
@@ -721,6 +724,7 @@ public struct SessionStateMachine: Sendable {
         download.bytesOnDisk = 0
         download.resumeOffset = nil
         download.unverifiedResume = false
+        download.overlapChecked = false
         download.segments = []
     }
 

@@ -65,6 +65,24 @@ final class PartFile {
         length = end
     }
 
+    /// `count` bytes of the file at `path` from `offset`; nil when they cannot all be read.
+    static func bytes(of path: String, at offset: Int64, count: Int) -> [UInt8]? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { closeDescriptor(fd) }
+        var bytes = [UInt8](repeating: 0, count: count)
+        var done = 0
+        while done < count {
+            let result = bytes.withUnsafeMutableBytes { buffer in
+                pread(fd, buffer.baseAddress.map { $0 + done }, count - done, off_t(offset + Int64(done)))
+            }
+            if result < 0, errno == EINTR { continue }
+            guard result > 0 else { return nil }
+            done += result
+        }
+        return bytes
+    }
+
     /// The length of the part file at `path`; 0 when there is none.
     static func existingLength(_ path: String) throws(Failure) -> Int64 {
         var info = stat()

@@ -112,8 +112,9 @@ final class ResponseStream: HTTPClientResponseDelegate, Sendable {
         var ended = false
         /// The error that ended the request, if one did.
         var error: (any Error)?
-        /// Waits in `bodyStarted()` for the first body bytes.
+        /// Waits in `early(_:)` until `earlyWanted` body bytes are held.
         var bodyWaiter: CheckedContinuation<Void, any Error>?
+        var earlyWanted = 1
     }
 
     /// Bytes gathered before a `pwrite`: the fewest syscalls for the copy it costs.
@@ -234,9 +235,19 @@ final class ResponseStream: HTTPClientResponseDelegate, Sendable {
     /// A restart from zero waits for this before it empties the part file: a connection that drops
     /// right after its head must not cost the bytes the new version has not replaced yet.
     func bodyStarted() async throws {
+        _ = try await early(1)
+    }
+
+    /// The first `count` bytes of the body, once they came (fewer when the body ended sooner), before
+    /// anything is written; throws the error that ended the request first. They stay held for
+    /// `write(into:)`.
+    ///
+    /// A resume without validators compares them with the bytes on disk before it appends anything.
+    func early(_ count: Int) async throws -> [UInt8] {
         try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
                 let ready = state.withLockedValue { state -> Result<Void, any Error>? in
+                    state.earlyWanted = max(1, min(count, Self.earlyLimit))
                     if let ready = Self.bodyState(state) { return ready }
                     state.bodyWaiter = continuation
                     return nil
@@ -246,11 +257,14 @@ final class ResponseStream: HTTPClientResponseDelegate, Sendable {
         } onCancel: {
             cancel()
         }
+        return state.withLockedValue { state in
+            state.early.getBytes(at: state.early.readerIndex, length: min(count, state.early.readableBytes)) ?? []
+        }
     }
 
-    /// Whether the body has started (or ended, or failed) as `bodyStarted()` sees it; nil while it waits.
+    /// Whether `early(_:)` has its bytes (or the body ended, or failed); nil while it waits.
     private static func bodyState(_ state: State) -> Result<Void, any Error>? {
-        if state.early.readableBytes > 0 || state.writer != nil { return .success(()) }
+        if state.early.readableBytes >= state.earlyWanted || state.writer != nil { return .success(()) }
         if let error = state.error { return .failure(error) }
         return state.ended ? .success(()) : nil
     }
@@ -310,7 +324,7 @@ final class ResponseStream: HTTPClientResponseDelegate, Sendable {
             guard var writer = state.writer else {
                 // Undecided: hold the bytes, and stop reading once a good many wait.
                 state.early.writeImmutableBuffer(buffer)
-                if buffer.readableBytes > 0 {
+                if state.bodyWaiter != nil, state.early.readableBytes >= state.earlyWanted {
                     waiter = state.bodyWaiter
                     state.bodyWaiter = nil
                 }

@@ -208,6 +208,9 @@ struct Transfer: Sendable {
             let (stream, head, finalURL) = try await open(range: plan.range, ifRange: plan.ifRange)
             let facts = self.facts(of: head, at: finalURL)
             let (offset, total, disposition): (Int64, Int64?, Disposition)
+            /// The part file's length to keep: `offset`, unless an overlap was checked (the body
+            /// then starts before the end of the file, with the very bytes that are there).
+            var keep: Int64?
             switch ResumeRules.decide(plan: plan, response: facts, knownTotal: knownTotal, validators: validators, knownType: attempt.knownType) {
             case .write(let at, let length, let how):
                 (offset, total, disposition) = (at, length, how)
@@ -229,6 +232,31 @@ struct Transfer: Sendable {
             case .fail(let reason):
                 stream.discard()
                 return .fatal(reason: reason)
+            case .verify(let at, let overlap, let length):
+                // No validator: nothing is appended before the bytes just before the end of the
+                // part file came again, equal to those on disk (another version of the same length
+                // shows there, where `Range: bytes=N-` would have spliced it).
+                let received: [UInt8]
+                do {
+                    received = try await stream.early(Int(overlap))
+                } catch {
+                    stream.cancel()
+                    throw error
+                }
+                guard received.count == Int(overlap) else {
+                    stream.discard()
+                    return Self.retryable("body ended before the resume could be checked", retryAfter: nil)
+                }
+                guard PartFile.bytes(of: attempt.path, at: at, count: Int(overlap)) == received else {
+                    stream.discard()
+                    let reason = "resource changed (checked by overlap)"
+                    guard !refetched else { return .fatal(reason: reason) }
+                    refetched = true
+                    plan = .fresh(discarding: reason)
+                    continue
+                }
+                (offset, total, disposition) = (at, length, .resumed(from: at + overlap, verified: true))
+                keep = at + overlap
             }
             // Said before the first byte, not by a full disk half-way: nothing is written (a new
             // download leaves no file), and the bytes of a resume stay for when there is room.
@@ -252,13 +280,14 @@ struct Transfer: Sendable {
             do {
                 file = try attempt.open()
                 if case .restarted = disposition { attempt.restarted = true }
-                if file.length != offset { try progress.truncate(file, to: offset) }
+                if file.length != keep ?? offset { try progress.truncate(file, to: keep ?? offset) }
             } catch {
                 stream.discard()
                 throw error
             }
-            progress.bytesOnDisk.store(offset, ordering: .relaxed)
-            let info = info(head, finalURL: finalURL, facts: facts, total: total, disposition: disposition)
+            progress.bytesOnDisk.store(keep ?? offset, ordering: .relaxed)
+            var info = info(head, finalURL: finalURL, facts: facts, total: total, disposition: disposition)
+            info.checkedByOverlap = keep != nil
             await responded(info)
             if allowSplit, let total, let parts = await splitIfWorthIt(head: head, facts: facts, info: info, offset: offset, total: total) {
                 do {
@@ -645,8 +674,11 @@ struct Transfer: Sendable {
 extension RequestPlan {
     /// The `Range` this plan asks for (open-ended), nil for the whole resource.
     var range: ClosedRange<Int64>? {
-        if case .resume(let offset, _) = self { return offset...Int64.max }
-        return nil
+        switch self {
+        case .fresh: nil
+        case .resume(let offset, _): offset...Int64.max
+        case .overlap(let offset, let overlap): (offset - overlap)...Int64.max
+        }
     }
 
     var ifRange: String? {

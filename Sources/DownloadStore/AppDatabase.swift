@@ -171,6 +171,11 @@ public struct AppDatabase: QueueJournal, Sendable {
                 t.add(column: "replacing", .text)
             }
         }
+        migrator.registerMigration("v9: resumes checked by overlap") { db in
+            try db.alter(table: "download") { t in
+                t.add(column: "overlapChecked", .boolean).notNull().defaults(to: false)
+            }
+        }
         return migrator
     }
 

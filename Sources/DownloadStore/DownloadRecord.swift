@@ -31,6 +31,7 @@ struct DownloadRecord: Codable, FetchableRecord, PersistableRecord, Sendable {
     var resumeCount: Int
     var bytesSavedByResume: Int64
     var unverifiedResume: Bool
+    var overlapChecked: Bool
     var restartCount: Int
     var restartReason: String?
     var lastStatus: Int?
@@ -114,6 +115,7 @@ extension DownloadRecord {
         resumeCount = row["resumeCount"]
         bytesSavedByResume = row["bytesSavedByResume"]
         unverifiedResume = row["unverifiedResume"]
+        overlapChecked = row["overlapChecked"]
         restartCount = row["restartCount"]
         restartReason = row["restartReason"]
         lastStatus = row["lastStatus"]
@@ -165,6 +167,7 @@ extension DownloadRecord {
         resumeCount = download.resumeCount
         bytesSavedByResume = download.bytesSavedByResume
         unverifiedResume = download.unverifiedResume
+        overlapChecked = download.overlapChecked
         restartCount = download.restartCount
         restartReason = download.restartReason
         lastStatus = download.lastStatus
@@ -213,6 +216,7 @@ extension DownloadRecord {
         download.resumeCount = resumeCount
         download.bytesSavedByResume = bytesSavedByResume
         download.unverifiedResume = unverifiedResume
+        download.overlapChecked = overlapChecked
         download.restartCount = restartCount
         download.restartReason = restartReason
         download.lastStatus = lastStatus

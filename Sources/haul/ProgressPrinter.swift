@@ -50,7 +50,8 @@ final class ProgressPrinter {
             if lastResumeCount[id, default: 0] != download.resumeCount {
                 lastResumeCount[id] = download.resumeCount
                 let offset = download.resumeOffset ?? 0
-                let how = download.unverifiedResume ? "unverified: no validator, same length" : "verified with If-Range"
+                let how = download.overlapChecked ? "no validator: the bytes before it checked by overlap"
+                    : download.unverifiedResume ? "unverified: no validator, same length" : "verified with If-Range"
                 emit(download, event: "resumed", text: "resumed at \(Format.bytes(offset)) (\(how))")
             }
             let state = stateKey(download.state)

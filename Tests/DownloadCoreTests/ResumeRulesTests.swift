@@ -19,11 +19,26 @@ import Testing
     @Test func aWeakETagFallsBackToLastModified() {
         let weak = Validators(etag: "W/\"abc\"", lastModified: "date")
         #expect(ResumeRules.plan(partLength: 10, knownTotal: 100, validators: weak) == .resume(from: 10, ifRange: "date"))
-        #expect(ResumeRules.plan(partLength: 10, knownTotal: 100, validators: Validators(etag: "W/\"abc\"")) == .resume(from: 10, ifRange: nil))
+        // A weak ETag alone cannot go in If-Range: the resume is checked by overlap instead.
+        #expect(ResumeRules.plan(partLength: 10, knownTotal: 100, validators: Validators(etag: "W/\"abc\"")) == .overlap(from: 10, overlap: 10))
     }
 
-    @Test func noValidatorButAKnownLengthIsAnUnverifiedResume() {
-        #expect(ResumeRules.plan(partLength: 10, knownTotal: 100, validators: Validators()) == .resume(from: 10, ifRange: nil))
+    @Test func noValidatorButAKnownLengthResumesFromBeforeTheEndToCompareTheOverlap() {
+        #expect(ResumeRules.plan(partLength: 10, knownTotal: 100, validators: Validators()) == .overlap(from: 10, overlap: 10))
+        #expect(ResumeRules.plan(partLength: 300_000, knownTotal: 1_000_000, validators: Validators()) == .overlap(from: 300_000, overlap: 65_536))
+    }
+
+    @Test func anOverlapAnswerIsComparedBeforeAnythingIsAppended() {
+        let none = Validators()
+        let plan = RequestPlan.overlap(from: 300, overlap: 100)
+        // From 200, for the length known: compare bytes 200-299 with the disk, then write from 200.
+        let fits = ResponseFacts(status: 206, contentRange: "bytes 200-999/1000")
+        #expect(decide(plan, fits, total: 1000, validators: none) == .verify(offset: 200, overlap: 100, total: 1000))
+        #expect(decide(plan, ResponseFacts(status: 206, contentRange: "bytes 300-999/1000"), total: 1000, validators: none) == .refetch(reason: "server sent bytes from 300, asked for 200"))
+        #expect(decide(plan, ResponseFacts(status: 206, contentRange: "bytes 200-1199/1200"), total: 1000, validators: none) == .refetch(reason: "resource changed (length 1200, was 1000)"))
+        #expect(decide(plan, ResponseFacts(status: 206, contentRange: "bytes 200-999/*"), total: 1000, validators: none) == .refetch(reason: "cannot verify a resume without validators"))
+        #expect(decide(plan, ResponseFacts(status: 416, contentRange: "bytes */150"), total: 1000, validators: none) == .refetch(reason: "range not satisfiable (resource shorter than the part file)"))
+        #expect(decide(plan, ResponseFacts(status: 200, contentLength: 1000), total: 1000, validators: none) == .write(offset: 0, total: 1000, disposition: .restarted(reason: "server ignores ranges")))
     }
 
     @Test func noValidatorAndNoLengthStartsOver() {

@@ -183,7 +183,7 @@ import Testing
         }
     }
 
-    @Test func withoutValidatorsAndTheSameLengthAResumeIsUnverified() async throws {
+    @Test func withoutValidatorsAResumeIsCheckedByTheOverlapWithTheBytesOnDisk() async throws {
         try await Harness.with { h in
             let size = 2 * 1024 * 1024
             var faults = Faults.noValidators
@@ -196,12 +196,38 @@ import Testing
             try await h.session.resume(id)
             let done = try await h.waitCompleted(id)
             #expect(sha256(ofFile: target) == h.server.sha256("/bare.bin"))
-            #expect(done.unverifiedResume)
+            #expect(done.overlapChecked)
+            #expect(!done.unverifiedResume)
             #expect(done.resumeCount == 1)
+            #expect(done.resumeOffset == Int64(size / 2))
+            #expect(done.restartCount == 0)
             let last = try #require(h.gets("/bare.bin").last)
-            #expect(last.range != nil)
+            // 64 KiB before the bytes on disk, compared before anything was appended.
+            #expect(last.range == "bytes=\(size / 2 - 65_536)-")
             #expect(last.ifRange == nil)
             #expect(last.status == 206)
+        }
+    }
+
+    @Test func withoutValidatorsAChangeAtTheSameLengthIsCaughtByTheOverlap() async throws {
+        try await Harness.with({ $0.stallTimeout = .seconds(120) }) { h in
+            let size = 2 * 1024 * 1024
+            h.server.serve("/same.bin", size: size, faults: stalled(at: size / 2) { $0.omitETag = true; $0.omitLastModified = true })
+            let target = h.path("same.bin")
+            let id = try await h.session.schedule(h.server.url("/same.bin"), to: .file(target))
+            try await h.wait(id) { $0.bytesOnDisk == Int64(size / 2) }
+            try await h.session.pause(id)
+            // Another version of the same length and no validator: `Range: bytes=N-` would splice it.
+            let old = h.server.sha256("/same.bin")
+            h.server.change("/same.bin")
+            try await h.session.resume(id)
+            let done = try await h.waitCompleted(id)
+            #expect(h.server.sha256("/same.bin") != old)
+            #expect(sha256(ofFile: target) == h.server.sha256("/same.bin"), "never a splice of two versions")
+            #expect(done.restartCount == 1)
+            #expect(done.restartReason == "resource changed (checked by overlap)")
+            let gets = h.gets("/same.bin")
+            #expect(gets.map(\.range) == [nil, "bytes=\(size / 2 - 65_536)-", nil], "checked, then fetched whole")
         }
     }
 

@@ -65,7 +65,7 @@ import Testing
         try database.saveSetting("maxActive", "5")
         try database.saveSetting("maxActive", "6")
         #expect(try AppDatabase.open(at: path).setting("maxActive") == "6")
-        #expect(try database.appliedMigrations().last == "v8: completed file stamps")
+        #expect(try database.appliedMigrations().last == "v9: resumes checked by overlap")
     }
 
     @Test func everyFieldSurvivesARoundTrip() throws {
@@ -90,6 +90,7 @@ import Testing
         full.failedAttempts = 3
         full.pausedByShutdown = true
         full.contentType = "application/x-iso9660-image"
+        full.overlapChecked = true
         full.segments = [Segment(start: 0, next: 100_000, end: 500_000), Segment(start: 500_000, next: 523_456, end: 999_999)]
         full.writtenSegments = [Segment(start: 0, next: 200_000, end: 500_000), Segment(start: 500_000, next: 600_000, end: 999_999)]
         full.replacing = ["/data/7.iso", "/copies/7 (é, \"quoted\").iso"]
@@ -168,6 +169,7 @@ import Testing
         #expect(try database.appliedMigrations() == [
             "v1: queue", "v2: requesters and boot checkpoints", "v3: request options and settings", "v4: segmented downloads",
             "v5: unsynced checkpoints", "v6: content type", "v7: written parts", "v8: completed file stamps",
+            "v9: resumes checked by overlap",
         ])
         let queue = try database.loadQueue()
         let row = try #require(queue.downloads.first)

@@ -165,6 +165,15 @@ import Testing
         #expect(text.contains("2 resumes, latest from 1.2 GiB"))
     }
 
+    @Test func detailsSayAResumeWithoutValidatorWasCheckedByOverlap() {
+        var state = Fixture.state(width: 160, height: 30)
+        var snapshot = state.snapshot
+        snapshot.downloads[0].overlapChecked = true
+        state.apply(snapshot)
+        state.showDetails = true
+        #expect(render(state).text.contains("(no validator: checked by overlap)"))
+    }
+
     @Test func hintsAndHelpComeFromTheKeyTable() {
         let frame = render(Fixture.state(width: 200, height: 50))
         let hints = frame.lines[49].text
