@@ -94,6 +94,18 @@ public struct Download: Sendable, Hashable, Identifiable {
         return min(1, Double(bytesOnDisk) / Double(totalBytes))
     }
 
+    /// Forgets what described the version whose bytes were on disk (validators, type, length, parts):
+    /// nothing stored may make an emptied part file look like a resumable one.
+    mutating func forgetVersion() {
+        segments = []
+        writtenSegments = []
+        etag = nil
+        lastModified = nil
+        contentType = nil
+        totalBytes = nil
+        bytesOnDisk = 0
+    }
+
     /// Seconds left at the current speed, when both the total and a speed are known.
     public var secondsRemaining: Double? {
         guard let totalBytes, bytesPerSecond > 0, state == .downloading else { return nil }

@@ -235,6 +235,9 @@ public enum ResumeRules {
         return .verify(offset: start, overlap: overlap, total: total)
     }
 
+    /// The media types of pages, as error pages are served.
+    private static let pageTypes: Set<String> = ["text/html", "text/plain", "application/xhtml+xml"]
+
     /// Why a 200 answering a resume of `kept` bytes looks like an error page rather than the file, or
     /// nil when it may be the file (a new version, or a server that ignores ranges).
     ///
@@ -246,8 +249,8 @@ public enum ResumeRules {
     /// (less than half) without a validator to say the file changed.
     static func errorPage(_ response: ResponseFacts, kept: Int64, knownTotal: Int64?, validators: Validators, knownType: String?) -> String? {
         let type = response.mediaType
-        let page = type.map { ["text/html", "text/plain", "application/xhtml+xml"].contains($0) } ?? false
-        let wasPage = knownType.map { ["text/html", "text/plain", "application/xhtml+xml"].contains($0.lowercased()) }
+        let page = type.map(pageTypes.contains) ?? false
+        let wasPage = knownType.map { pageTypes.contains($0.lowercased()) }
         let unvalidated = response.etag == nil && response.lastModified == nil
         let total = knownTotal ?? kept
         let suspicious = (page && wasPage == false)

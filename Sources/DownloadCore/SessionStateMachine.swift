@@ -538,12 +538,7 @@ public struct SessionStateMachine: Sendable {
     /// the version, so that nothing stored can make the emptied part file look like a resumable one.
     public mutating func discardVersion(_ id: DownloadID) {
         guard var download = downloads[id], download.state != .cancelled else { return }
-        download.segments = []
-        download.writtenSegments = []
-        download.etag = nil
-        download.lastModified = nil
-        download.totalBytes = nil
-        download.bytesOnDisk = 0
+        download.forgetVersion()
         downloads[id] = download
     }
 
@@ -659,13 +654,10 @@ public struct SessionStateMachine: Sendable {
         download.completedPaths = []
         download.completedStamps = []
         // Nothing of the old version is kept: the request is a fresh one, without a validator.
-        download.etag = nil
-        download.lastModified = nil
-        download.totalBytes = nil
-        download.bytesOnDisk = 0
+        download.forgetVersion()
         download.resumeOffset = nil
         download.unverifiedResume = false
-        download.segments = []
+        download.overlapChecked = false
         download.state = .queued
         download.lastStatus = nil
         download.failedAttempts = 0

@@ -20,7 +20,7 @@ extension Transfer {
     /// Network trouble waits and retries; a broken request, redirect, certificate or proxy refusal
     /// fails for good; a server that breaks HTTP or TLS is tried twice more, then fails.
     func classify(_ error: any Error, progressed: Bool) -> Outcome {
-        if let refused = error as? RedirectRefused { return .fatal(reason: refused.reason) }
+        if let refused = error as? Refused { return .fatal(reason: refused.reason) }
         if let refused = error as? ProxyRefused { return refused.outcome }
         // A certificate that is not trusted now will not be on the next try either.
         if let tls = Self.tlsFailure(error) { return .fatal(reason: tls) }

@@ -561,7 +561,7 @@ struct Transfer: Sendable {
         var visited = [url]
         while true {
             // Never another target than the one written: a URL the client would send otherwise fails.
-            if let problem = RequestTarget.problem(url) { throw RedirectRefused(reason: "cannot request \(url.redactingPassword): \(problem)") }
+            if let problem = RequestTarget.problem(url) { throw Refused(reason: "cannot request \(url.redactingPassword): \(problem)") }
             let (stream, head, answered) = try await response(to: url, range: range, ifRange: ifRange)
             let decision = Redirects.decide(
                 status: Int(head.status.code), location: head.headers.first(name: "Location"), from: url, visited: visited,
@@ -577,13 +577,14 @@ struct Transfer: Sendable {
                 visited.append(target)
             case .refuse(let reason):
                 stream.discard()
-                throw RedirectRefused(reason: reason)
+                throw Refused(reason: reason)
             }
         }
     }
 
-    /// A redirect haul does not follow: the download fails with the reason.
-    struct RedirectRefused: Error {
+    /// A request haul does not send (a redirect it does not follow, a target the client would send
+    /// otherwise than written): the download fails with the reason.
+    struct Refused: Error {
         var reason: String
     }
 

@@ -124,9 +124,12 @@ import Testing
         }
     }
 
-    /// A 1 MiB download of `path` paused with exactly `kept` bytes on disk; its id and destination.
-    func pausedAt(_ kept: Int, of path: String, _ h: Harness) async throws -> (DownloadID, String) {
-        h.server.serve(path, size: 1024 * 1024, faults: stalled(at: kept))
+    /// A download of `path` (`size` bytes, `adjust`ed faults) paused with exactly `kept` bytes on
+    /// disk; its id and destination.
+    func pausedAt(
+        _ kept: Int, of path: String, size: Int = 1024 * 1024, _ h: Harness, _ adjust: (inout Faults) -> Void = { _ in }
+    ) async throws -> (DownloadID, String) {
+        h.server.serve(path, size: size, faults: stalled(at: kept, adjust))
         let target = h.path(String(path.dropFirst()))
         let id = try await h.session.schedule(h.server.url(path), to: .file(target))
         try await h.wait(id) { $0.bytesOnDisk == Int64(kept) }
@@ -186,13 +189,7 @@ import Testing
     @Test func withoutValidatorsAResumeIsCheckedByTheOverlapWithTheBytesOnDisk() async throws {
         try await Harness.with { h in
             let size = 2 * 1024 * 1024
-            var faults = Faults.noValidators
-            faults.stallAfterBytes = size / 2
-            h.server.serve("/bare.bin", size: size, faults: faults)
-            let target = h.path("bare.bin")
-            let id = try await h.session.schedule(h.server.url("/bare.bin"), to: .file(target))
-            try await h.wait(id) { $0.bytesOnDisk == Int64(size / 2) }
-            try await h.session.pause(id)
+            let (id, target) = try await pausedAt(size / 2, of: "/bare.bin", size: size, h) { $0.omitETag = true; $0.omitLastModified = true }
             try await h.session.resume(id)
             let done = try await h.waitCompleted(id)
             #expect(sha256(ofFile: target) == h.server.sha256("/bare.bin"))
@@ -212,11 +209,7 @@ import Testing
     @Test func withoutValidatorsAChangeAtTheSameLengthIsCaughtByTheOverlap() async throws {
         try await Harness.with({ $0.stallTimeout = .seconds(120) }) { h in
             let size = 2 * 1024 * 1024
-            h.server.serve("/same.bin", size: size, faults: stalled(at: size / 2) { $0.omitETag = true; $0.omitLastModified = true })
-            let target = h.path("same.bin")
-            let id = try await h.session.schedule(h.server.url("/same.bin"), to: .file(target))
-            try await h.wait(id) { $0.bytesOnDisk == Int64(size / 2) }
-            try await h.session.pause(id)
+            let (id, target) = try await pausedAt(size / 2, of: "/same.bin", size: size, h) { $0.omitETag = true; $0.omitLastModified = true }
             // Another version of the same length and no validator: `Range: bytes=N-` would splice it.
             let old = h.server.sha256("/same.bin")
             h.server.change("/same.bin")
