@@ -94,9 +94,10 @@ public struct Download: Sendable, Hashable, Identifiable {
         return min(1, Double(bytesOnDisk) / Double(totalBytes))
     }
 
-    /// Forgets what described the version whose bytes were on disk (validators, type, length, parts):
-    /// nothing stored may make an emptied part file look like a resumable one.
+    /// Forgets what described the version whose bytes were on disk (validators, type, length, parts,
+    /// how it was last resumed): nothing stored may make an emptied part file look like a resumable one.
     mutating func forgetVersion() {
+        forgetResume()
         segments = []
         writtenSegments = []
         etag = nil
@@ -104,6 +105,13 @@ public struct Download: Sendable, Hashable, Identifiable {
         contentType = nil
         totalBytes = nil
         bytesOnDisk = 0
+    }
+
+    /// Forgets where and how the latest resume picked up (the bytes it kept are gone).
+    mutating func forgetResume() {
+        resumeOffset = nil
+        unverifiedResume = false
+        overlapChecked = false
     }
 
     /// Seconds left at the current speed, when both the total and a speed are known.

@@ -149,9 +149,7 @@ public enum ContentDisposition {
         var iterator = Array(parts[2].utf8).makeIterator()
         while let byte = iterator.next() {
             if byte == UInt8(ascii: "%") {
-                guard let high = iterator.next(), let low = iterator.next(),
-                      let value = UInt8(String(decoding: [high, low], as: UTF8.self), radix: 16)
-                else { return nil }
+                guard let high = iterator.next(), let low = iterator.next(), let value = RequestTarget.hexByte(high, low) else { return nil }
                 bytes.append(value)
             } else {
                 bytes.append(byte)

@@ -116,9 +116,7 @@ public enum QueueRecovery {
     private static func startOver(_ download: Download, reason: String, truncateTo: Int64? = nil) -> Plan {
         var download = download
         download.bytesOnDisk = 0
-        download.resumeOffset = nil
-        download.unverifiedResume = false
-        download.overlapChecked = false
+        download.forgetResume()
         download.restartCount += 1
         download.restartReason = reason
         download.lastError = "\(reason): starting over from zero"

@@ -112,7 +112,8 @@ public enum RequestTarget {
         return (sequence, next)
     }
 
-    private static func hexByte(_ high: UInt8, _ low: UInt8) -> UInt8? {
+    /// The byte `%HL` stands for; nil unless both are hex digits (no sign, unlike `UInt8(_:radix:)`).
+    static func hexByte(_ high: UInt8, _ low: UInt8) -> UInt8? {
         guard let high = hexValue(high), let low = hexValue(low) else { return nil }
         return high << 4 | low
     }

@@ -13,8 +13,9 @@ public struct SessionStateMachine: Sendable {
         public var maxActive: Int
         /// Failed attempts in a row after which a download fails for good.
         public var maxTries: Int
-        /// Attempts in a row that ended in a protocol error (`Outcome.protocolError`) after which a
-        /// download fails for good: the first and two retries.
+        /// Attempts ending in a protocol error (`Outcome.protocolError`) without progress between
+        /// them (other failures do not reset the count) after which a download fails for good: the
+        /// first and two retries.
         ///
         /// A server that breaks HTTP or TLS rarely mends itself within minutes, but a proxy or a load
         /// balancer may have sent one bad answer; two retries cover that without waiting 15 minutes.
@@ -89,7 +90,7 @@ public struct SessionStateMachine: Sendable {
         case fatal(reason: String)
         /// The server's answer broke HTTP or TLS (an invalid header, a conflicting Content-Length,
         /// TLS on a plain port …): retried like `retryable`, but at most `maxProtocolTries` attempts
-        /// in a row end so before the download fails with the reason.
+        /// end so, without progress between them, before the download fails with the reason.
         case protocolError(reason: String)
         /// The disk refused the bytes: full (ENOSPC, EFBIG, EDQUOT), read-only or forbidden. Pause
         /// with the reason; the part file is a valid prefix.
@@ -136,8 +137,9 @@ public struct SessionStateMachine: Sendable {
     private var latestAttempt: [DownloadID: AttemptID] = [:]
     /// The retry timer each `waiting` download expects; other tokens are stale.
     private var retryTokens: [DownloadID: UInt64] = [:]
-    /// Attempts in a row of each download that ended in a protocol error (reset by bytes written,
-    /// completion or a resume intent); not persisted: a new process gives the server new tries.
+    /// Attempts of each download that ended in a protocol error since its last progress (reset by
+    /// bytes written, completion or a resume intent, not by other failures); not persisted: a new
+    /// process gives the server new tries.
     private var protocolErrors: [DownloadID: Int] = [:]
     private var speedMeters: [DownloadID: SpeedMeter] = [:]
     /// Completed downloads whose files are being placed: they hold their slot until placed, so
@@ -568,12 +570,15 @@ public struct SessionStateMachine: Sendable {
             download.state = .completed
             download.totalBytes = bytesOnDisk
             download.segments = []
+            download.writtenSegments = []
             download.failedAttempts = 0
             protocolErrors[id] = nil
             placing.insert(id)
             actions.append(.finalize(id))
         case .retryable(let reason, let retryAfter, let progressed):
             download.failedAttempts = progressed ? 1 : download.failedAttempts + 1
+            // Only progress gives the server its protocol tries back: a drop between two broken
+            // answers does not.
             if progressed { protocolErrors[id] = nil }
             download.lastError = reason
             if download.failedAttempts >= configuration.maxTries {
@@ -655,9 +660,6 @@ public struct SessionStateMachine: Sendable {
         download.completedStamps = []
         // Nothing of the old version is kept: the request is a fresh one, without a validator.
         download.forgetVersion()
-        download.resumeOffset = nil
-        download.unverifiedResume = false
-        download.overlapChecked = false
         download.state = .queued
         download.lastStatus = nil
         download.failedAttempts = 0
@@ -708,16 +710,12 @@ public struct SessionStateMachine: Sendable {
 
     /// A new version of the resource starts at byte zero: take its validators and forget the old ones.
     private func adoptNewVersion(_ download: inout Download, info: ResponseInfo) {
+        download.forgetVersion()
         download.etag = info.validators.etag
         download.lastModified = info.validators.lastModified
         download.contentType = info.contentType
         download.serverFileName = info.serverFileName
         download.totalBytes = info.total
-        download.bytesOnDisk = 0
-        download.resumeOffset = nil
-        download.unverifiedResume = false
-        download.overlapChecked = false
-        download.segments = []
     }
 
     /// Starts queued downloads in queue order while slots are free.

@@ -766,7 +766,9 @@ public actor DownloadSession {
                         } catch let error as JournalFailure {
                             continuation.resume(returning: error)
                         } catch {
-                            continuation.resume(returning: JournalFailure(TerminalText.sanitize(String(describing: error)), transient: true))
+                            // Not a failure in haul's words (the store throws only those): never a
+                            // library's words on screen.
+                            continuation.resume(returning: JournalFailure("the queue's database refused the write"))
                         }
                     }
                 }

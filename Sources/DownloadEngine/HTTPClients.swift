@@ -35,13 +35,17 @@ struct HTTPClients: Sendable {
         direct = Self.client(settings, proxy: nil)
         var proxied: [ProxySettings.Server: Proxied] = [:]
         for server in [settings.proxies.http, settings.proxies.https].compactMap({ $0 }) where proxied[server] == nil {
-            let bridge = try? ProxyBridge(upstream: server, group: HTTPClient.defaultEventLoopGroup, connectTimeout: settings.connectTimeout)
-            func via(_ port: Int?) -> HTTPClient {
-                guard let port else { return Self.client(settings, proxy: server) }
-                // The bridge adds the proxy's credentials itself.
-                return Self.client(settings, proxy: ProxySettings.Server(host: "127.0.0.1", port: port))
+            guard let bridge = try? ProxyBridge(upstream: server, group: HTTPClient.defaultEventLoopGroup, connectTimeout: settings.connectTimeout) else {
+                // No bridge: one client straight to the proxy (CONNECT for every URL).
+                let client = Self.client(settings, proxy: server)
+                proxied[server] = Proxied(http: client, https: client, bridge: nil)
+                continue
             }
-            proxied[server] = Proxied(http: via(bridge?.absoluteFormPort), https: via(bridge?.tunnelPort), bridge: bridge)
+            func via(_ port: Int) -> HTTPClient {
+                // The bridge adds the proxy's credentials itself.
+                Self.client(settings, proxy: ProxySettings.Server(host: "127.0.0.1", port: port))
+            }
+            proxied[server] = Proxied(http: via(bridge.absoluteFormPort), https: via(bridge.tunnelPort), bridge: bridge)
         }
         self.proxied = proxied
     }
@@ -63,7 +67,7 @@ struct HTTPClients: Sendable {
         try? await direct.shutdown()
         for clients in proxied.values {
             try? await clients.http.shutdown()
-            try? await clients.https.shutdown()
+            if clients.https !== clients.http { try? await clients.https.shutdown() }
             await clients.bridge?.shutdown()
         }
     }

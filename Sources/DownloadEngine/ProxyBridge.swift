@@ -213,7 +213,7 @@ final class BridgeHandshake: ChannelInboundHandler, RemovableChannelHandler {
             .whenComplete { result in
                 switch result {
                 case .failure(let error):
-                    connection.record(target, .unreachable("cannot reach the proxy \(upstream): \(Self.describe(error))"))
+                    connection.record(target, .unreachable("cannot reach the proxy \(upstream): \(Transfer.describe(error))"))
                     Self.answer(downstream, "502 Bad Gateway")
                 case .success(let proxy):
                     guard downstream.isActive else {
@@ -307,15 +307,6 @@ final class BridgeHandshake: ChannelInboundHandler, RemovableChannelHandler {
         channel.writeAndFlush(ByteBuffer(string: text)).whenComplete { _ in channel.close(promise: nil) }
     }
 
-    /// "connection refused" and the like, in a few words.
-    static func describe(_ error: any Error) -> String {
-        if let error = error as? IOError { return Transfer.describe(errno: error.errnoCode) }
-        if let error = error as? NIOConnectionError, let first = error.connectionErrors.first?.error as? IOError {
-            return Transfer.describe(errno: first.errnoCode)
-        }
-        if error is ChannelError { return "connection failed" }
-        return "connection failed"
-    }
 }
 
 /// Reads the proxy's answer to a forwarded `CONNECT` (status line and headers), then gets out of

@@ -44,9 +44,6 @@ extension Transfer {
             if [.invalidURL, .emptyHost, .emptyScheme].contains(error) {
                 return .fatal(reason: "invalid URL")
             }
-            if error == .unsupportedScheme(order.url.scheme ?? "") {
-                return .fatal(reason: "unsupported scheme '\(TerminalText.sanitize(order.url.scheme ?? ""))'")
-            }
         }
         return .retryable(reason: Self.describe(error), retryAfter: nil, progressed: progressed)
     }

@@ -446,7 +446,10 @@ struct Transfer: Sendable {
         if case .retryable(let reason, let retryAfter, _) = failure {
             return .retryable(reason: reason, retryAfter: retryAfter, progressed: attempt.grew)
         }
-        if let failure, case .protocolError = failure, !attempt.grew { return failure }
+        if case .protocolError(let reason) = failure {
+            // The server's fault, said as such; an attempt that grew is progress and waits anew.
+            return attempt.grew ? .retryable(reason: reason, retryAfter: nil, progressed: true) : .protocolError(reason: reason)
+        }
         let left = context.total - context.board.withBoard(\.bytesOnDisk)
         return .retryable(reason: "connections ended with \(Format.bytes(left)) left", retryAfter: nil, progressed: attempt.grew)
     }

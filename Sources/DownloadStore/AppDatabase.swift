@@ -228,6 +228,9 @@ public struct AppDatabase: QueueJournal, Sendable {
             }
         } catch let error as DatabaseError {
             throw JournalFailure(Self.describe(error), transient: [.SQLITE_BUSY, .SQLITE_LOCKED].contains(error.resultCode))
+        } catch {
+            // Not SQLite's refusal (a record that cannot be encoded …): said in haul's words.
+            throw JournalFailure("the queue's database refused the write")
         }
     }
 
