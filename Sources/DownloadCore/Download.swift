@@ -23,6 +23,10 @@ public struct Download: Sendable, Hashable, Identifiable {
     /// The completed files a fetch again replaces, in requester order: they changed on disk after
     /// completion, and the new bytes go back where they were rather than beside them as `name.1`.
     public var replacing: [String] = []
+    /// What each file of `replacing` looked like when the fetch again was decided (same order;
+    /// empty when not known). A file in a directory haul chose the name in (`-d`) that changed
+    /// again since is a person's: the new version goes beside it, never over it.
+    public var replacingStamps: [FileStamp] = []
     public var state: DownloadState = .queued
     /// Bytes in the part file (the truth after a crash).
     public var bytesOnDisk: Int64 = 0

@@ -639,6 +639,7 @@ public struct SessionStateMachine: Sendable {
             download.completedPaths = paths
             download.completedStamps = stamps.count == paths.count ? stamps : []
             download.replacing = []
+            download.replacingStamps = []
             downloads[id] = download
         }
         placing.remove(id)
@@ -650,12 +651,17 @@ public struct SessionStateMachine: Sendable {
     ///
     /// The same row, not a new one: the queue keeps one download per URL and requester, and the
     /// next request finds this one, completed again, with its new stamps.
-    public mutating func fetchAgain(_ id: DownloadID) throws(TransitionError) -> [Action] {
+    ///
+    /// `seen`: the requester whose file was found changed, and its stamp then.
+    public mutating func fetchAgain(_ id: DownloadID, seen: (index: Int, stamp: FileStamp)? = nil) throws(TransitionError) -> [Action] {
         var download = try existing(id)
         guard download.state == .completed, !download.completedPaths.isEmpty else {
             throw .illegal(id, state: download.state.word, intent: "fetch again")
         }
         download.replacing = download.completedPaths
+        var stamps = download.completedStamps.count == download.completedPaths.count ? download.completedStamps : []
+        if let seen, stamps.indices.contains(seen.index) { stamps[seen.index] = seen.stamp }
+        download.replacingStamps = stamps
         download.completedPaths = []
         download.completedStamps = []
         // Nothing of the old version is kept: the request is a fresh one, without a validator.

@@ -180,9 +180,9 @@ public actor DownloadSession {
                 ids.append(id)
                 notes.append((id, note))
                 continue
-            case .changed(let id, let note):
+            case .changed(let id, let note, let index, let seen):
                 do {
-                    actions += try machine.fetchAgain(id)
+                    actions += try machine.fetchAgain(id, seen: (index, seen))
                     durable[id] = 0
                     configuration.logger.notice("fetch again", metadata: ["id": "\(id)", "why": "\(note)"])
                     ids.append(id)
@@ -215,8 +215,9 @@ public actor DownloadSession {
         case have(DownloadID)
         /// The file changed but still matches the download's checksum: kept, and said so.
         case kept(DownloadID, note: String)
-        /// The file changed (size or modification time): fetched again, and said so.
-        case changed(DownloadID, note: String)
+        /// The file changed (size or modification time): fetched again, and said so. `seen` is the
+        /// changed file's stamp (requester `index`), which it must still have to be replaced.
+        case changed(DownloadID, note: String, index: Int, seen: FileStamp)
     }
 
     /// The completed download of `url` for this requester, and whether its file is still the one
@@ -240,9 +241,9 @@ public actor DownloadSession {
                 machine.restamp(done.id, index: index, now)
                 return .kept(done.id, note: "\(shown) changed on disk (\(change)) but still matches its \(checksum.algorithm.rawValue): kept")
             }
-            return .changed(done.id, note: "\(shown) changed on disk and no longer matches its \(checksum.algorithm.rawValue): fetching it again")
+            return .changed(done.id, note: "\(shown) changed on disk and no longer matches its \(checksum.algorithm.rawValue): fetching it again", index: index, seen: now)
         }
-        return .changed(done.id, note: "\(shown) changed on disk (\(change)): fetching it again")
+        return .changed(done.id, note: "\(shown) changed on disk (\(change)): fetching it again", index: index, seen: now)
     }
 
     /// Stops the download and keeps its bytes; returns once no more bytes will be written.
@@ -392,7 +393,7 @@ public actor DownloadSession {
         var actions: [Action] = []
         for (plan, _) in plans where plan.needsFinalize {
             machine.needsPlacing(plan.download.id)
-            actions += finalize(plan.download.id)
+            actions += await finalize(plan.download.id)
         }
         await perform(actions + machine.startQueued())
         return notes
@@ -444,7 +445,7 @@ public actor DownloadSession {
             // crash from here on finds a completed row with its bytes and places them.
             await publish(showing: false, soon: soon).value
             var freed: [Action] = []
-            for id in finalizing { freed += finalize(id) }
+            for id in finalizing { freed += await finalize(id) }
             await perform(freed, soon: soon)
         }
         let published = publish(soon: soon)
@@ -559,25 +560,48 @@ public actor DownloadSession {
     /// fails with the reason, the copies made so far are removed, and a retry finds everything on
     /// disk (a 416 completes it without fetching a byte).
     /// - Returns: what the freed slot starts.
-    private func finalize(_ id: DownloadID) -> [Action] {
+    ///
+    /// The file work (a copy of gigabytes where links are impossible) runs on the file-work
+    /// threads, never on the actor: intents and snapshots go on meanwhile.
+    private func finalize(_ id: DownloadID) async -> [Action] {
         guard let download = machine.download(id) else { return [] }
         let name = download.serverFileName ?? FileNaming.name(for: download.url)
-        // A download fetched again replaces the files that changed, where they are.
-        func target(_ index: Int, _ destination: Destination) -> Destination {
-            download.replacing.indices.contains(index) ? .file(download.replacing[index]) : destination
-        }
-        var extras: [String] = []
-        do {
-            for (index, extra) in download.extraDestinations.enumerated() {
-                extras.append(try FilePlacement.place(download.partPath, at: target(index + 1, extra), name: name, move: false))
+        let replacing = download.replacing
+        let replacingStamps = download.replacingStamps.count == replacing.count ? download.replacingStamps : []
+        let destinations = [download.destination] + download.extraDestinations
+        let source = download.partPath
+        let placed = await FileSync.run { () -> Result<(paths: [String], stamps: [FileStamp]), FilePlacement.Failure> in
+            // A download fetched again replaces its files where they are: at an exact path (`-o`)
+            // always, as `curl -o` would; in a directory (`-d`) only a file still as haul last saw
+            // it (as placed, or as changed when the fetch again was decided). One written again
+            // since is a person's: the new version goes beside it (`name.1`).
+            let targets = destinations.enumerated().map { index, destination -> Destination in
+                guard replacing.indices.contains(index) else { return destination }
+                if case .directory = destination {
+                    guard replacingStamps.indices.contains(index), FileSync.stamp(replacing[index]) == replacingStamps[index] else { return destination }
+                }
+                return .file(replacing[index])
             }
-            let primary = try FilePlacement.place(download.partPath, at: target(0, download.destination), name: name, move: true)
-            let paths = [primary] + extras
-            // Taken after the move: what a later request compares the files with.
-            let stamps = paths.compactMap(FileSync.stamp)
-            return machine.finalized(id, paths: paths, stamps: stamps)
-        } catch {
-            for path in extras { unlink(path) }
+            let primaryTarget = targets[0]
+            let extraTargets = targets.dropFirst()
+            var extras: [String] = []
+            do throws(FilePlacement.Failure) {
+                for extra in extraTargets {
+                    extras.append(try FilePlacement.place(source, at: extra, name: name, move: false))
+                }
+                let primary = try FilePlacement.place(source, at: primaryTarget, name: name, move: true)
+                let paths = [primary] + extras
+                // Taken after the move: what a later request compares the files with.
+                return .success((paths, paths.compactMap(FileSync.stamp)))
+            } catch {
+                for path in extras { unlink(path) }
+                return .failure(error)
+            }
+        }
+        switch placed {
+        case .success(let placed):
+            return machine.finalized(id, paths: placed.paths, stamps: placed.stamps)
+        case .failure(let error):
             return machine.finalizeFailed(id, reason: error.description)
         }
     }
@@ -806,16 +830,20 @@ public actor DownloadSession {
         publish(soon: true)
     }
 
-    /// The machine's picture, with downloads being placed, and paused downloads whose transfer has
-    /// not stopped yet, shown as they were last published.
+    /// The machine's picture, with downloads being placed, and paused or requeued downloads whose
+    /// transfer has not stopped yet, shown as they were last published.
     ///
-    /// A pause is decided before the transfer stops writing: until it has, the byte count is the
-    /// ticker's last sample, and `paused at X` would claim a stale figure. The row shows `paused`
-    /// with the bytes the stopped transfer reports, which are those on disk.
+    /// A pause (or a requeue when fewer may run at once) is decided before the transfer stops
+    /// writing: until it has, the byte count is the ticker's last sample, and `paused at X` would
+    /// claim a stale figure. The row shows `paused` or `queued` with the bytes the stopped transfer
+    /// reports, which are those on disk.
     private func visibleSnapshot() -> SessionSnapshot {
         let snapshot = machine.snapshot
         let placing = machine.placing
-        let stopping = transfers.keys.filter { id in machine.runningAttempt(id) == nil && machine.download(id)?.state == .paused }
+        let stopping = transfers.keys.filter { id in
+            guard machine.runningAttempt(id) == nil, let state = machine.download(id)?.state else { return false }
+            return state == .paused || state == .queued
+        }
         guard !placing.isEmpty || !stopping.isEmpty else { return snapshot }
         var downloads = snapshot.downloads
         for index in downloads.indices where placing.contains(downloads[index].id) || stopping.contains(downloads[index].id) {

@@ -83,6 +83,50 @@ final class PartFile {
         return bytes
     }
 
+    /// Replaces the file at `path` with one holding just `bytes`, durably: they are written to a
+    /// file beside it and fsync'd, that file is renamed over `path`, and the directory is fsync'd.
+    ///
+    /// A restart from zero does this with the new version's first bytes, so that the old bytes stay
+    /// on disk until their replacement is (a crash in between finds one version or the other,
+    /// never an emptied file). Blocking: run it with `FileSync.run`.
+    static func replace(_ path: String, with bytes: [UInt8]) -> Result<Void, Failure> {
+        let slash = path.lastIndex(of: "/")
+        let directory = slash.map { $0 == path.startIndex ? "/" : String(path[..<$0]) } ?? "."
+        let name = slash.map { String(path[path.index(after: $0)...]) } ?? path
+        let temporary = (slash == nil ? "" : directory + "/") + FileNaming.partName(for: name, suffix: ".new")
+        let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        guard fd >= 0 else { return .failure(Failure(operation: "create", path: temporary, code: errno)) }
+        func fail(_ operation: String) -> Result<Void, Failure> {
+            let code = errno
+            closeDescriptor(fd)
+            unlink(temporary)
+            return .failure(Failure(operation: operation, path: temporary, code: code))
+        }
+        var done = 0
+        while done < bytes.count {
+            let result = bytes.withUnsafeBytes { buffer in
+                pwrite(fd, buffer.baseAddress.map { $0 + done }, bytes.count - done, off_t(done))
+            }
+            if result < 0, errno == EINTR { continue }
+            guard result > 0 else { return fail("write") }
+            done += result
+        }
+        guard fsync(fd) == 0 else { return fail("sync") }
+        closeDescriptor(fd)
+        guard rename(temporary, path) == 0 else {
+            let code = errno
+            unlink(temporary)
+            return .failure(Failure(operation: "rename", path: temporary, code: code))
+        }
+        // The rename is durable once the directory is; a failure here leaves a valid file either way.
+        let directoryFD = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        if directoryFD >= 0 {
+            _ = fsync(directoryFD)
+            closeDescriptor(directoryFD)
+        }
+        return .success(())
+    }
+
     /// The length of the part file at `path`; 0 when there is none.
     static func existingLength(_ path: String) throws(Failure) -> Int64 {
         var info = stat()

@@ -229,15 +229,6 @@ final class ResponseStream: HTTPClientResponseDelegate, Sendable {
         return .finished
     }
 
-    /// Returns once the first body bytes arrived (or the body ended empty); throws the error that
-    /// ended the request before any byte came.
-    ///
-    /// A restart from zero waits for this before it empties the part file: a connection that drops
-    /// right after its head must not cost the bytes the new version has not replaced yet.
-    func bodyStarted() async throws {
-        _ = try await early(1)
-    }
-
     /// The first `count` bytes of the body, once they came (fewer when the body ended sooner), before
     /// anything is written; throws the error that ended the request first. They stay held for
     /// `write(into:)`.
@@ -269,7 +260,7 @@ final class ResponseStream: HTTPClientResponseDelegate, Sendable {
         return state.ended ? .success(()) : nil
     }
 
-    /// Wakes `bodyStarted()` once there is something to tell it.
+    /// Wakes `early(_:)` once there is something to tell it.
     private func wakeBodyWaiter() {
         let (waiter, ready) = state.withLockedValue { state -> (CheckedContinuation<Void, any Error>?, Result<Void, any Error>?) in
             guard let waiter = state.bodyWaiter, let ready = Self.bodyState(state) else { return (nil, nil) }

@@ -31,6 +31,15 @@ final class TransferProgress: Sendable {
         bytesOnDisk.store(offset, ordering: .sequentiallyConsistent)
         try file.truncate(to: offset)
     }
+
+    /// Replaces the part file at `path` with `bytes`, durably (`PartFile.replace`), telling
+    /// concurrent checkpoints that the bytes they counted are void.
+    func replace(_ path: String, with bytes: [UInt8]) async throws(PartFile.Failure) {
+        truncations.add(1, ordering: .sequentiallyConsistent)
+        defer { truncations.add(1, ordering: .sequentiallyConsistent) }
+        bytesOnDisk.store(0, ordering: .sequentiallyConsistent)
+        try await FileSync.run { PartFile.replace(path, with: bytes) }.get()
+    }
 }
 
 /// Connections open per host, over every download of a session: `--connections N` lets a download
@@ -266,21 +275,26 @@ struct Transfer: Sendable {
                 stream.discard()
                 return .cannotWrite(reason: shortfall)
             }
-            // Bytes are thrown away only here, once the replacement is in hand: its first bytes came
-            // (a connection that drops right after the head of a new version costs nothing).
+            // Bytes are thrown away only here, once the replacement is on disk: the new version's
+            // first bytes came and were synced in a file of their own, which then takes the part
+            // file's name (a connection that drops right after the head of a new version costs
+            // nothing, and a crash finds the old bytes or the new ones).
+            var replaced = false
             if case .restarted = disposition, attempt.startLength > 0 {
                 do {
-                    try await stream.bodyStarted()
+                    try await replacePartFile(&attempt, with: stream)
                 } catch {
                     stream.cancel()
                     throw error
                 }
+                replaced = true
             }
             let file: PartFile
             do {
                 file = try attempt.open()
                 if case .restarted = disposition { attempt.restarted = true }
-                if file.length != keep ?? offset { try progress.truncate(file, to: keep ?? offset) }
+                // A replaced file holds the body's first bytes, which the stream writes again at 0.
+                if !replaced, file.length != keep ?? offset { try progress.truncate(file, to: keep ?? offset) }
             } catch {
                 stream.discard()
                 throw error
@@ -309,6 +323,19 @@ struct Transfer: Sendable {
             }
             return try await writeFrontToBack(stream, into: file, from: offset, total: total, progressed: attempt.grew)
         }
+    }
+
+    /// Bytes of a new version synced before the old ones go (a body shorter than this: all of it).
+    static let restartProofBytes = 16 * 1024
+
+    /// Puts the first bytes of `stream` (a new version, from zero) in place of the part file,
+    /// durably; the stream still writes them, at 0, when it is written out.
+    private func replacePartFile(_ attempt: inout Attempt, with stream: ResponseStream) async throws {
+        let first = try await stream.early(Self.restartProofBytes)
+        // The descriptor open now is the old file's; the next `open()` finds the new one.
+        attempt.file?.close()
+        attempt.file = nil
+        try await progress.replace(attempt.path, with: first)
     }
 
     /// Streams a body accepted at `offset` into the file, then decides how the attempt ended.
@@ -380,10 +407,15 @@ struct Transfer: Sendable {
         guard let total = basis.knownTotal, Segments.isValid(basis.segments, total: total), basis.validators.ifRange != nil else {
             return try await restartWhole(&attempt, reason: "stored parts cannot be checked", fresh: nil)
         }
-        let file = try attempt.open()
-        if file.length != total { try file.truncate(to: total) }
         let board = SharedBoard(basis.segments)
         let startBytes = board.withBoard(\.bytesOnDisk)
+        // As before a first byte: the parts' missing bytes must fit (the holes take no room yet),
+        // or the download waits for room with its parts kept, rather than filling the disk half-way.
+        if let shortfall = Self.spaceShortfall(path: attempt.path, needs: total - startBytes) {
+            return .cannotWrite(reason: shortfall)
+        }
+        let file = try attempt.open()
+        if file.length != total { try file.truncate(to: total) }
         attempt.startLength = startBytes
         attempt.board = board
         progress.board = board
@@ -525,13 +557,24 @@ struct Transfer: Sendable {
         // The store forgets the parts before the file loses them; no record of written parts may
         // come after it (they are read from the board).
         progress.board = nil
+        if let fresh {
+            // The parts stay until the new version's first bytes are synced in their place (the
+            // store's parts then claim more than the file holds: a crash in between starts over).
+            do {
+                try await replacePartFile(&attempt, with: fresh)
+            } catch {
+                fresh.cancel()
+                throw error
+            }
+        }
         await discardVersion()
         attempt.board = nil
         attempt.restarted = true
         let file: PartFile
         do {
             file = try attempt.open()
-            try progress.truncate(file, to: 0)
+            // Without a body in hand, the holes must go before the store forgets the parts.
+            if fresh == nil { try progress.truncate(file, to: 0) }
         } catch {
             fresh?.discard()
             throw error

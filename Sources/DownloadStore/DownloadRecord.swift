@@ -182,7 +182,8 @@ extension DownloadRecord {
         checkpointBootID = bootID
         checkpointSynced = synced
         completedStamps = download.completedStamps.isEmpty ? nil : download.completedStamps.map(\.encoded).joined(separator: ",")
-        replacing = download.replacing.isEmpty ? nil : (try? JSONEncoder().encode(download.replacing)).map { String(decoding: $0, as: UTF8.self) }
+        replacing = download.replacing.isEmpty ? nil : (try? JSONEncoder().encode(Replacing(paths: download.replacing, stamps: download.replacingStamps.map(\.encoded))))
+            .map { String(decoding: $0, as: UTF8.self) }
         self.createdAt = createdAt ?? now
         updatedAt = now
         self.completedAt = download.state == .completed ? (completedAt ?? now) : nil
@@ -245,8 +246,15 @@ extension DownloadRecord {
         // Unreadable stamps are dropped: the session then checks the file by its size alone.
         let stamps = (completedStamps ?? "").split(separator: ",").compactMap(FileStamp.init(encoded:))
         if stamps.count == download.completedPaths.count { download.completedStamps = stamps }
-        if let replacing, let paths = try? JSONDecoder().decode([String].self, from: Data(replacing.utf8)) {
-            download.replacing = paths
+        if let replacing {
+            if let decoded = try? JSONDecoder().decode(Replacing.self, from: Data(replacing.utf8)) {
+                download.replacing = decoded.paths
+                let stamps = decoded.stamps.compactMap { FileStamp(encoded: Substring($0)) }
+                if stamps.count == decoded.paths.count { download.replacingStamps = stamps }
+            } else if let paths = try? JSONDecoder().decode([String].self, from: Data(replacing.utf8)) {
+                // As stored before the stamps were: the paths alone.
+                download.replacing = paths
+            }
         }
         return download
     }
@@ -265,4 +273,10 @@ extension DownloadRecord {
         default: nil
         }
     }
+}
+
+/// The `replacing` column: the files a fetch again replaces and their stamps when placed.
+private struct Replacing: Codable {
+    var paths: [String]
+    var stamps: [String]
 }

@@ -32,8 +32,9 @@ import Testing
         _ = m.finalized(id, paths: ["/d/f.bin"], stamps: [FileStamp(size: 10, modified: 1)])
         #expect(m.download(id)?.completedStamps == [FileStamp(size: 10, modified: 1)])
 
-        let actions = try m.fetchAgain(id)
+        let actions = try m.fetchAgain(id, seen: (0, FileStamp(size: 4, modified: 3)))
         let again = try #require(m.download(id))
+        #expect(again.replacingStamps == [FileStamp(size: 4, modified: 3)], "the changed file as it was seen, which it must still be to be replaced")
         #expect(again.state == .downloading, "started at once: a slot is free")
         #expect(again.replacing == ["/d/f.bin"])
         #expect(again.completedPaths.isEmpty && again.completedStamps.isEmpty)
@@ -46,6 +47,7 @@ import Testing
         _ = m.transferFinished(id, attempt: second.attempt, outcome: .completed, bytesOnDisk: 10, now: Date(), jitter: 0)
         _ = m.finalized(id, paths: ["/d/f.bin"], stamps: [FileStamp(size: 10, modified: 2)])
         #expect(m.download(id)?.replacing == [])
+        #expect(m.download(id)?.replacingStamps == [])
         #expect(m.completedDownload(of: url, for: .directory("/d"))?.id == id, "still the one row of this URL")
         #expect(throws: SessionStateMachine.TransitionError.self) { _ = try m.fetchAgain(DownloadID(99)) }
     }

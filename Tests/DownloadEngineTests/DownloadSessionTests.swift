@@ -186,6 +186,48 @@ import Testing
         }
     }
 
+    @Test func aRestartReplacesTheOldBytesOnlyOnceTheNewVersionsFirstBytesAreSynced() async throws {
+        try await Harness.with({ $0.stallTimeout = .seconds(120) }) { h in
+            let kept = 256 * 1024
+            let (id, target) = try await pausedAt(kept, of: "/sync.bin", h)
+            let part = target + ".part"
+            let old = try #require(FileManager.default.contents(atPath: part))
+            // A new version, its body held after 8 KiB (fewer than the 16 KiB synced before the
+            // swap), then at 64 KiB.
+            h.server.change("/sync.bin")
+            var faults = Faults()
+            faults.holdAt = [8 * 1024, 64 * 1024]
+            h.server.setFaults("/sync.bin", faults)
+            let new = h.server.content("/sync.bin")
+            try await h.session.resume(id)
+            func poll(_ what: String, _ condition: () -> Bool) async throws {
+                let deadline = ContinuousClock.now + .seconds(20)
+                while !condition() {
+                    guard ContinuousClock.now < deadline else {
+                        Issue.record("never: \(what)")
+                        return
+                    }
+                    try await Task.sleep(for: .milliseconds(20))
+                }
+            }
+            try await poll("the resume was answered") { h.gets("/sync.bin").count == 2 }
+            try await Task.sleep(for: .milliseconds(300))
+            #expect(FileManager.default.contents(atPath: part) == old, "8 KiB of a new version are no reason to drop 256 KiB")
+            h.server.release("/sync.bin")
+            // At 64 KiB: the new version's first bytes took the part file's place, synced.
+            try await poll("the part file holds the new version") {
+                guard let bytes = FileManager.default.contents(atPath: part), bytes.count >= 16 * 1024 else { return false }
+                return Array(bytes) == Array(new.prefix(bytes.count))
+            }
+            let siblings = try FileManager.default.contentsOfDirectory(atPath: h.path(""))
+            #expect(!siblings.contains { $0.hasSuffix(".new") }, "\(siblings)")
+            h.server.release("/sync.bin")
+            let done = try await h.waitCompleted(id)
+            #expect(sha256(ofFile: target) == h.server.sha256("/sync.bin"))
+            #expect(done.restartCount == 1)
+        }
+    }
+
     @Test func withoutValidatorsAResumeIsCheckedByTheOverlapWithTheBytesOnDisk() async throws {
         try await Harness.with { h in
             let size = 2 * 1024 * 1024

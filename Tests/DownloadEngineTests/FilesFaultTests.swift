@@ -33,6 +33,31 @@ import Testing
         }
     }
 
+    @Test("16: a row requeued because fewer may run states the bytes on disk, never a stale sample")
+    func aRequeueStatesTheBytesOnDisk() async throws {
+        try await Harness.with({ $0.progressInterval = .seconds(10); $0.maxActive = 2 }) { h in
+            let size = 2 * 1024 * 1024
+            h.server.serve("/q0.bin", size: size, faults: stalled(at: 100_000))
+            h.server.serve("/q1.bin", size: size, faults: stalled(at: 300_000))
+            let first = try await h.session.schedule(h.server.url("/q0.bin"), to: .file(h.path("q0.bin")))
+            let second = try await h.session.schedule(h.server.url("/q1.bin"), to: .file(h.path("q1.bin")))
+            try await Poll.until("both stalled") {
+                fileSize(h.path("q0.bin.part")) == 100_000 && fileSize(h.path("q1.bin.part")) == 300_000
+            }
+            let firstRequeued = Task { () -> Download? in
+                for await snapshot in h.session.snapshots {
+                    if let row = snapshot[second], row.state == .queued { return row }
+                }
+                return nil
+            }
+            try await Task.sleep(for: .milliseconds(50))
+            try await h.session.setMaxActive(1)
+            let shown = try #require(await firstRequeued.value)
+            #expect(shown.bytesOnDisk == 300_000, "the first snapshot showing the requeue says \(shown.bytesOnDisk) bytes")
+            #expect(await h.session.snapshot()[first]?.state == .downloading)
+        }
+    }
+
     @Test("16: a redirect to file: is refused for its scheme, not as an invalid URL")
     func aFileRedirectIsAnUnsupportedScheme() async throws {
         try await Harness.with { h in

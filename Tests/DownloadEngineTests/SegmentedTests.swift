@@ -86,6 +86,48 @@ import Testing
         }
     }
 
+    @Test func aResumeOfPartsThatCannotFitWaitsForRoomBeforeAnyRequest() async throws {
+        try await Harness.with({ $0.stallTimeout = .seconds(120) }) { h in
+            let disk = h.path("disk")
+            try FileManager.default.createDirectory(atPath: disk, withIntermediateDirectories: true)
+            let mount = Process()
+            mount.executableURL = URL(fileURLWithPath: "/bin/mount")
+            mount.arguments = ["-t", "tmpfs", "-o", "size=12m", "tmpfs", disk]
+            try mount.run()
+            mount.waitUntilExit()
+            guard mount.terminationStatus == 0 else {
+                print("SegmentedTests: mounting a tmpfs is not allowed here (mount exited \(mount.terminationStatus)); not run")
+                return
+            }
+            defer { _ = try? Process.run(URL(fileURLWithPath: "/bin/umount"), arguments: ["-l", disk]) }
+            let size = 8 * 1024 * 1024
+            h.server.serve("/room.bin", size: size, faults: { var f = Faults(); f.holdAt = Self.midpoints; return f }())
+            let target = disk + "/room.bin"
+            let id = try await h.session.schedule(h.server.url("/room.bin"), to: .file(target), options: Self.options(4))
+            try await h.wait(id) { $0.bytesOnDisk == 4 * 1024 * 1024 && $0.connections == 4 }
+            try await h.session.pause(id)
+            Self.releaseAll(h, "/room.bin")
+            let paused = try #require(await h.session.snapshot()[id])
+            // Leave 2 MiB free where the parts still need 4.
+            let free = try #require((try FileManager.default.attributesOfFileSystem(forPath: disk)[.systemFreeSize] as? NSNumber)?.int64Value)
+            let filler = disk + "/filler"
+            #expect(FileManager.default.createFile(atPath: filler, contents: Data(count: Int(free) - 2 * 1024 * 1024)))
+            let before = h.gets("/room.bin").count
+            try await h.session.resume(id)
+            let waiting = try await h.wait(id) { $0.state == .paused && $0.lastError?.hasPrefix("not enough disk space") == true }
+            #expect(waiting.lastError?.contains("needs \(Format.bytes(Int64(size) - paused.bytesOnDisk))") == true, "\(waiting.lastError ?? "")")
+            #expect(h.gets("/room.bin").count == before, "no request for bytes that cannot be written")
+            #expect(waiting.segments == paused.segments, "the parts are kept")
+            // Room again: the parts resume where they stopped.
+            try FileManager.default.removeItem(atPath: filler)
+            try await h.session.resume(id)
+            let done = try await h.waitCompleted(id, timeout: 30)
+            #expect(sha256(ofFile: target) == h.server.sha256("/room.bin"))
+            #expect(done.restartCount == 0)
+            #expect(done.resumeOffset == paused.bytesOnDisk)
+        }
+    }
+
     @Test func aResourceChangedWhilePausedRestartsTheWholeFile() async throws {
         try await Harness.with({ $0.stallTimeout = .seconds(120) }) { h in
             let size = 8 * 1024 * 1024

@@ -94,6 +94,7 @@ import Testing
         full.segments = [Segment(start: 0, next: 100_000, end: 500_000), Segment(start: 500_000, next: 523_456, end: 999_999)]
         full.writtenSegments = [Segment(start: 0, next: 200_000, end: 500_000), Segment(start: 500_000, next: 600_000, end: 999_999)]
         full.replacing = ["/data/7.iso", "/copies/7 (é, \"quoted\").iso"]
+        full.replacingStamps = [FileStamp(size: 1000, modified: 1_790_000_000_000_000_001), FileStamp(size: 10, modified: nil)]
         var done = try download(8, .completed)
         done.extraDestinations = [.file("/b/8.iso")]
         done.completedPaths = ["/data/8.iso", "/b/8.iso"]

@@ -75,4 +75,33 @@ import Testing
             #expect(CLI.sha256(path) == server.sha256("/s.bin"))
         }
     }
+
+    @Test("16.5: a file written again while its download was fetched again is a person's: the new version goes beside it")
+    func aFileWrittenAgainDuringTheFetchIsKept() async throws {
+        try await CLI.withServer { server, directory in
+            let size = 300_000
+            server.serve("/w.bin", size: size)
+            let url = server.url("/w.bin").absoluteString
+            let path = directory + "/w.bin"
+            let first = try await CLI.haul(["get", url], in: directory)
+            #expect(first.status == 0, "\(first.stderr)")
+            #expect(truncate(path, 1000) == 0)
+            // The fetch again is held half-way; meanwhile a person writes the file anew.
+            var faults = Faults()
+            faults.holdAt = [size / 2]
+            server.setFaults("/w.bin", faults)
+            let again = try HaulProcess(["get", url], in: directory, state: directory + "/.state")
+            #expect(try await CLI.waitUntil("the fetch again is held") { server.requests("/w.bin").count == 2 })
+            try await Task.sleep(for: .milliseconds(20))
+            let mine = Data("my own notes\n".utf8)
+            try mine.write(to: URL(fileURLWithPath: path))
+            server.release("/w.bin")
+            let run = try await again.wait(timeout: 60)
+            #expect(run.status == 0, "\(run.stderr)")
+            #expect(run.stdout.contains("fetching it again"), "\(run.stdout)")
+            #expect(FileManager.default.contents(atPath: path) == mine, "the person's file is untouched")
+            #expect(CLI.sha256(path + ".1") == server.sha256("/w.bin"), "the new version beside it")
+            #expect(run.stdout.contains("completed \(path).1"), "\(run.stdout)")
+        }
+    }
 }
