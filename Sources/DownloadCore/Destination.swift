@@ -1,5 +1,5 @@
 /// Where a requester wants its copy of a download.
-public enum Destination: Sendable, Hashable {
+public enum Destination: Sendable, Hashable, Codable {
     /// Exactly this path (an existing file there is replaced, as `curl -o` does).
     case file(String)
     /// A new file in this directory, named by the server's Content-Disposition, else the URL;

@@ -3,7 +3,7 @@ import Foundation
 /// Everything a person or a script may want to know about one download, as an immutable value.
 ///
 /// The session owns the live copy; snapshots hand out copies.
-public struct Download: Sendable, Hashable, Identifiable {
+public struct Download: Sendable, Hashable, Identifiable, Codable {
     public var id: DownloadID
     /// The URL as requested; every request (resumes too) goes here, never to a redirect target.
     public var url: URL

@@ -4,7 +4,7 @@ import Foundation
 ///
 /// `waiting` and `failed` carry the reason a person reads in the row; `waiting` also carries when the
 /// next try starts.
-public enum DownloadState: Sendable, Hashable {
+public enum DownloadState: Sendable, Hashable, Codable {
     case queued
     case downloading
     case paused

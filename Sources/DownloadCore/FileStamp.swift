@@ -2,7 +2,7 @@
 ///
 /// A later request for the same URL compares the file on disk with its stamp: a file truncated,
 /// replaced or rewritten since is not reported `completed` again (see `DownloadSession.schedule`).
-public struct FileStamp: Sendable, Hashable {
+public struct FileStamp: Sendable, Hashable, Codable {
     public var size: Int64
     /// The modification time in nanoseconds since 1970; nil for a file completed before stamps were
     /// kept (only its size is compared).

@@ -3,7 +3,7 @@ import Foundation
 /// What a download asks of its server beyond the URL: extra request headers and the digest its
 /// bytes must have. Stored with the download, so every attempt (a resume after a restart too)
 /// sends the same headers and a completion is always checked.
-public struct RequestOptions: Sendable, Hashable {
+public struct RequestOptions: Sendable, Hashable, Codable {
     public var headers: [HeaderField]
     public var checksum: Checksum?
     /// At most this many connections fetch parts of the file at once (`--connections`); 1 fetches
@@ -18,7 +18,7 @@ public struct RequestOptions: Sendable, Hashable {
 }
 
 /// One `Name: value` request header given by the user.
-public struct HeaderField: Sendable, Hashable, CustomStringConvertible {
+public struct HeaderField: Sendable, Hashable, Codable, CustomStringConvertible {
     public var name: String
     public var value: String
 
@@ -76,8 +76,8 @@ public struct HeaderField: Sendable, Hashable, CustomStringConvertible {
 }
 
 /// The digest a finished file must have: `sha-256=HEX` or `sha-512=HEX`.
-public struct Checksum: Sendable, Hashable, CustomStringConvertible {
-    public enum Algorithm: String, Sendable, Hashable, CaseIterable {
+public struct Checksum: Sendable, Hashable, Codable, CustomStringConvertible {
+    public enum Algorithm: String, Sendable, Hashable, CaseIterable, Codable {
         case sha256 = "sha-256"
         case sha512 = "sha-512"
 

@@ -4,7 +4,7 @@
 /// The parts of a download tile the resource: sorted, the first starts at 0, each ends where the
 /// next starts, the last ends at the total. A part file of a segmented download has holes, so its
 /// length says nothing; only the parts do.
-public struct Segment: Sendable, Hashable, CustomStringConvertible {
+public struct Segment: Sendable, Hashable, Codable, CustomStringConvertible {
     public var start: Int64
     public var next: Int64
     public var end: Int64

@@ -1,0 +1,108 @@
+import Foundation
+
+/// What the terminal UI and the commands drive a queue through: intents in, snapshots out.
+///
+/// Two implementations: the session of this process (the runner's own UI and commands), and a
+/// client of the runner's control socket (another login's UI, `haul add` from a script). Neither
+/// side knows which one it has.
+public protocol QueueControl: Sendable {
+    /// The queue now.
+    func snapshot() async throws(QueueControlError) -> SessionSnapshot
+    /// Pictures of the queue as it changes, the current one first; newest wins (a slow reader
+    /// only ever sees the latest). Ends when the queue stops (its runner exits, the connection drops).
+    func snapshots() -> AsyncStream<SessionSnapshot>
+    /// Queues downloads (a URL already queued for the same destination joins its download).
+    func schedule(_ requests: [QueueRequest]) async throws(QueueControlError) -> QueueScheduled
+    func pause(_ id: DownloadID) async throws(QueueControlError)
+    func resume(_ id: DownloadID) async throws(QueueControlError)
+    /// Stops the download and deletes its part file.
+    func cancel(_ id: DownloadID) async throws(QueueControlError)
+    /// Forgets a completed, failed or cancelled download; files stay.
+    func remove(_ id: DownloadID) async throws(QueueControlError)
+    func move(_ id: DownloadID, to index: Int) async throws(QueueControlError)
+    func pauseAll() async throws(QueueControlError)
+    func resumeAll() async throws(QueueControlError)
+    /// Discards the data of paused downloads.
+    func purgePaused() async throws(QueueControlError)
+    func setMaxActive(_ count: Int) async throws(QueueControlError)
+    /// Pauses everything, checkpoints, and ends the queue's runner.
+    func stop() async throws(QueueControlError)
+}
+
+/// One URL to queue, for one requester.
+public struct QueueRequest: Sendable, Hashable, Codable {
+    public var url: URL
+    public var destination: Destination
+    public var options: RequestOptions
+
+    public init(url: URL, destination: Destination, options: RequestOptions = RequestOptions()) {
+        self.url = url
+        self.destination = destination
+        self.options = options
+    }
+}
+
+/// What `schedule` did: the download of each request, and a line about each completed file asked
+/// for again that changed on disk since (fetched again, or kept because it still matches).
+public struct QueueScheduled: Sendable, Hashable, Codable {
+    public struct Note: Sendable, Hashable, Codable {
+        public var id: DownloadID
+        public var text: String
+
+        public init(id: DownloadID, text: String) {
+            self.id = id
+            self.text = text
+        }
+    }
+
+    public var ids: [DownloadID]
+    public var notes: [Note]
+
+    public init(ids: [DownloadID], notes: [Note] = []) {
+        self.ids = ids
+        self.notes = notes
+    }
+}
+
+/// Why a queue did not do what it was asked, in one sentence of haul's words.
+public struct QueueControlError: Error, Sendable, Hashable, CustomStringConvertible {
+    public enum Kind: String, Sendable, Hashable, Codable {
+        /// The request cannot be done (an unknown id, a transition the state forbids, bad input).
+        case refused
+        /// The queue cannot be reached (its runner ended, the socket went away).
+        case unavailable
+        /// The queue is shutting down.
+        case closed
+    }
+
+    public var kind: Kind
+    public var message: String
+
+    public init(_ kind: Kind, _ message: String) {
+        self.kind = kind
+        self.message = message
+    }
+
+    public var description: String { message }
+}
+
+extension SessionSnapshot: Codable {
+    private enum CodingKeys: String, CodingKey {
+        case downloads
+        case maxActive = "max_active"
+        case unsaved
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        self.init(downloads: try container.decode([Download].self, forKey: .downloads), maxActive: try container.decode(Int.self, forKey: .maxActive))
+        unsaved = try container.decodeIfPresent(String.self, forKey: .unsaved)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(downloads, forKey: .downloads)
+        try container.encode(maxActive, forKey: .maxActive)
+        try container.encodeIfPresent(unsaved, forKey: .unsaved)
+    }
+}
