@@ -9,7 +9,7 @@ import TerminalUI
 /// mailbox (only the lines that changed; ncurses then sends only the cells that changed), reads keys
 /// with a 50 ms timeout and yields them, and ends curses. Frames dropped from the mailbox are never
 /// missed: only the newest one matters.
-public final class CursesTerminal: Sendable {
+public final class CursesTerminal: TerminalScreen {
     public struct Failure: Error, CustomStringConvertible {
         public var description: String
     }
@@ -130,7 +130,13 @@ public final class CursesTerminal: Sendable {
             // within 50 ms; only a change nobody asked for can take up to 250 ms to show.
             if frame != nil || repaint { lastActivity = .now }
             let quiet = ContinuousClock.now - lastActivity > .seconds(2)
-            if readKeys(into: events, screen: &screen, wait: quiet ? 250 : 50) { lastActivity = .now }
+            if readKeys(into: events, screen: &screen, wait: quiet ? 250 : 50) {
+                lastActivity = .now
+            } else if Self.terminalGone() {
+                // EOF or EIO on the terminal (its SSH connection or tmux went away): nothing more
+                // can be read or drawn. The events end, and the UI's owner decides what follows.
+                break
+            }
         }
         endwin()
         Emergency.forget()
@@ -141,6 +147,13 @@ public final class CursesTerminal: Sendable {
             return mail.waiters
         }
         for waiter in waiters { waiter.resume() }
+    }
+
+    /// Whether the terminal on stdin hung up (the other end closed): `poll` says so at once.
+    private static func terminalGone() -> Bool {
+        var descriptor = pollfd(fd: STDIN_FILENO, events: Int16(POLLIN), revents: 0)
+        guard poll(&descriptor, 1, 0) >= 0 else { return false }
+        return descriptor.revents & Int16(POLLHUP | POLLERR | POLLNVAL) != 0
     }
 
     /// Waits up to `wait` ms for a key, then takes every key already there (a paste arrives whole).

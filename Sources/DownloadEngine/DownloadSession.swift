@@ -142,17 +142,7 @@ public actor DownloadSession {
     }
 
     /// One download to schedule with `schedule(_:)`.
-    public struct Request: Sendable {
-        public var url: URL
-        public var destination: Destination
-        public var options: RequestOptions
-
-        public init(url: URL, destination: Destination, options: RequestOptions = RequestOptions()) {
-            self.url = url
-            self.destination = destination
-            self.options = options
-        }
-    }
+    public typealias Request = QueueRequest
 
     /// Queues many downloads at once, committed together (one transaction for a thousand URLs).
     /// Stops at the first refused request: those before it stay queued, and its error is thrown.

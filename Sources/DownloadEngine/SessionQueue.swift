@@ -39,7 +39,7 @@ public final class SessionQueue: QueueControl {
 
     public func schedule(_ requests: [QueueRequest]) async throws(QueueControlError) -> QueueScheduled {
         let made = try await run { () async throws(DownloadSession.TransitionError) in
-            try await self.session.scheduleReporting(requests.map { DownloadSession.Request(url: $0.url, destination: $0.destination, options: $0.options) })
+            try await self.session.scheduleReporting(requests)
         }
         return QueueScheduled(ids: made.ids, notes: made.notes.map { QueueScheduled.Note(id: $0.0, text: $0.1) })
     }

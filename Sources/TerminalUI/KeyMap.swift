@@ -23,7 +23,7 @@ public enum KeyAction: Sendable, Hashable, CaseIterable {
     case pauseOrResume, resumeOrRetry, cancel, remove
     case pauseAll, resumeAll, purge
     case moveUp, moveDown, fewerAtOnce, moreAtOnce
-    case add, details, help, redraw, quit
+    case add, details, help, redraw, detach, quit
 }
 
 /// One row of the key table: the keys, how they read, what they do.
@@ -62,7 +62,8 @@ public enum KeyMap {
         KeyBinding(keys: [.enter], label: "Enter", action: .details, summary: "show or hide the details pane", hint: "details"),
         KeyBinding(keys: [.char("?")], label: "?", action: .help, summary: "show or hide this help", hint: "help"),
         KeyBinding(keys: [.ctrl("l")], label: "Ctrl-L", action: .redraw, summary: "redraw the screen"),
-        KeyBinding(keys: [.char("q"), .ctrl("c")], label: "q/Ctrl-C", action: .quit, summary: "quit: pause everything; it resumes next start", hint: "quit"),
+        KeyBinding(keys: [.char("D")], label: "D", action: .detach, summary: "detach: leave the UI, the downloads go on (haul attaches again)", hint: "detach"),
+        KeyBinding(keys: [.char("q"), .ctrl("c")], label: "q/Ctrl-C", action: .quit, summary: "quit: pause everything and stop the queue; it resumes next start", hint: "quit"),
     ]
 
     private static let byKey: [Key: KeyAction] = {

@@ -15,6 +15,9 @@ public enum Command: Sendable, Hashable {
     case add([URL])
     /// Repaint every cell (Ctrl-L).
     case redraw
+    /// Leave the UI; the queue goes on running.
+    case detach
+    /// Pause everything and stop the queue.
     case quit
 }
 
@@ -23,6 +26,8 @@ public struct Confirmation: Sendable, Hashable {
     public enum Kind: Sendable, Hashable {
         case cancel(DownloadID)
         case purge
+        /// `q` in a UI attached to a runner: it stops the queue for everyone.
+        case stopQueue
     }
 
     public var kind: Kind
@@ -78,6 +83,8 @@ public struct ViewState: Sendable {
     public var unicode: Bool
     /// Free space where new downloads go, refreshed by the controller.
     public var freeDiskBytes: Int64?
+    /// This UI steers a queue another haul runs (through its control socket).
+    public var attached = false
     /// The most downloads `>` (and `-j`) allow at once.
     public static let maxActiveLimit = 32
 
@@ -176,13 +183,15 @@ public struct ViewState: Sendable {
             return commands
         case .confirm(let confirmation):
             overlay = nil
+            if confirmation.kind == .stopQueue, key == .char("D") { return [.detach] }
             guard key == .char("y") || key == .char("Y") else {
-                message = StatusMessage("nothing deleted")
+                message = StatusMessage(confirmation.kind == .stopQueue ? "the queue goes on" : "nothing deleted")
                 return []
             }
             switch confirmation.kind {
             case .cancel(let id): return [.cancel(id)]
             case .purge: return [.purgePaused]
+            case .stopQueue: return [.quit]
             }
         case .help:
             // Any key closes the help; Ctrl-L still repaints.
@@ -239,7 +248,11 @@ public struct ViewState: Sendable {
         case .details: showDetails.toggle()
         case .help: overlay = .help
         case .redraw: return [.redraw]
-        case .quit: return [.quit]
+        case .detach: return [.detach]
+        case .quit:
+            // Attached, the queue is everyone's: stopping it is asked first.
+            guard attached else { return [.quit] }
+            overlay = .confirm(Confirmation(kind: .stopQueue, question: "Stop the queue for everyone (pauses all; D leaves it running)?"))
         }
         clampScroll()
         return []

@@ -6,6 +6,9 @@ import Synchronization
 /// SIGINT, SIGTERM and SIGHUP (a dropped SSH connection): pause every transfer with its data,
 /// checkpoint, and leave within two seconds with 128 + the signal's number.
 ///
+/// A runner (the UI that runs the queue) takes a hang-up as a detach instead (`onHangUp`): the
+/// downloads go on without the terminal, and only SIGINT and SIGTERM stop them.
+///
 /// The first signal shuts the session down (transfers stop, part files are fsync'd, rows are
 /// committed as paused) and the command exits once that is done. Should that take too long (a huge
 /// amount of unsynced data), a watchdog leaves anyway at 1.8 s: the bytes `write` accepted are in
@@ -13,6 +16,7 @@ import Synchronization
 final class Interruption: Sendable {
     static let signals: [Int32] = [SIGINT, SIGTERM, SIGHUP]
     private let state = Received()
+    private let onHangUp: (@Sendable () -> Void)?
     /// Kept so the sources live as long as this value.
     private let sources: Mutex<[any DispatchSourceSignal]>
 
@@ -22,7 +26,8 @@ final class Interruption: Sendable {
 
     /// `beforeForcedExit` runs right before a watchdog or a second signal leaves without the normal
     /// path (the terminal UI puts the terminal back there).
-    init(session: DownloadSession, beforeForcedExit: @escaping @Sendable () -> Void = {}) {
+    init(session: DownloadSession, beforeForcedExit: @escaping @Sendable () -> Void = {}, onHangUp: (@Sendable () -> Void)? = nil) {
+        self.onHangUp = onHangUp
         // A write to a terminal that went away must fail with EPIPE/EIO, not kill the process, and a
         // file size limit must fail a write with EFBIG (the download pauses), not kill it either.
         signal(SIGPIPE, SIG_IGN)
@@ -32,7 +37,13 @@ final class Interruption: Sendable {
             signal(number, SIG_IGN)
             let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
             let state = self.state
-            source.setEventHandler { Self.handle(number, state: state, session: session, beforeForcedExit: beforeForcedExit) }
+            source.setEventHandler {
+                if number == SIGHUP, let onHangUp {
+                    onHangUp()
+                    return
+                }
+                Self.handle(number, state: state, session: session, beforeForcedExit: beforeForcedExit)
+            }
             source.resume()
             made.append(source)
         }

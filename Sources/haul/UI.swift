@@ -5,6 +5,7 @@ import DownloadEngine
 import DownloadStore
 import Foundation
 import Logging
+import Synchronization
 import TerminalUI
 
 /// `haul [URL...]`, `haul -i FILE`: the terminal UI on the persisted queue (the default command).
@@ -43,6 +44,10 @@ struct UI: AsyncParsableCommand {
     /// Runs the queue of `store` in the terminal UI until `q` or a signal; `requests` are added
     /// first and `banner` greets the user (the demo's keys to try). Without `-j`, the config or a
     /// remembered choice, `fallbackMaxActive` run at once.
+    ///
+    /// This process is the queue's runner. When its terminal goes away (a hang-up: SIGHUP, or EOF
+    /// on the terminal) it leaves curses, detaches from the terminal and goes on downloading until
+    /// a signal or `haul stop` ends it.
     static func runTerminal(
         store: OpenStore, settings: Settings, requests: [AddOptions.Request], downloadDirectory: String,
         defaults: RequestOptions, banner: String? = nil, fallbackMaxActive: Int = Settings.defaultMaxActive
@@ -50,10 +55,12 @@ struct UI: AsyncParsableCommand {
         var configuration = SessionOptions.configuration(settings, maxActive: store.maxActive(settings, fallback: fallbackMaxActive))
         configuration.logger = Logger(label: "haul.engine")
         let session = DownloadSession(configuration: configuration, journal: store.database)
-        let interruption = Interruption(session: session, beforeForcedExit: { Emergency.restoreTerminal() })
+        let hangUp = HangUp()
+        let interruption = Interruption(session: session, beforeForcedExit: { Emergency.restoreTerminal() }, onHangUp: { hangUp.happened() })
         let notes = await session.restore(store.queue, startPending: true)
         store.logger.info("ui", metadata: ["urls": "\(requests.count)", "restored": "\(store.queue.downloads.count)", "recovered": "\(notes.count)"])
-        let refused = await UIController.add(requests, to: session)
+        let queue = SessionQueue(session: session, onStop: { await session.shutdown() })
+        let refused = await UIController.add(requests, to: queue)
 
         // From here until curses ends, stderr goes to the log: nothing may scribble on the screen.
         let redirect = StandardErrorRedirect(to: store.directory.logPath)
@@ -66,31 +73,98 @@ struct UI: AsyncParsableCommand {
             await session.shutdown()
             throw UsageError(message: error.description)
         }
+        // A hang-up ends curses; the UI then ends with `terminalGone`.
+        hangUp.whenItHappens { Task { await terminal.stop() } }
         var view = ViewState(snapshot: await session.snapshot(), unicode: terminal.unicode && !settings.ascii)
         if let first = refused.first {
             view.failed(refused.count == 1 ? first : "\(first) (and \(refused.count - 1) more)")
         } else if let banner {
             view.inform(banner)
         }
+        let logger = store.logger
         let controller = UIController(
-            session: session,
+            queue: queue,
             terminal: terminal,
-            store: store,
             downloadDirectory: downloadDirectory,
             defaults: defaults,
             maxActiveIsConfigured: settings.maxActive != nil,
             refreshInterval: .milliseconds(Int(1000 / settings.refresh)),
-            logger: store.logger
+            saveMaxActive: { store.saveMaxActive($0) },
+            freeBytes: { FreeSpace.bytes(at: downloadDirectory) },
+            log: { logger.info("\($0)") }
         )
-        await controller.run(view)
-        await session.shutdown()
+        let end = await controller.run(view)
         await terminal.stop()
+        switch end {
+        case .quit, .queueEnded:
+            break
+        case .terminalGone, .detach:
+            // The downloads go on without a terminal, until a signal or `haul stop` ends them.
+            logger.notice("terminal gone: detached, the queue goes on", metadata: ["pid": "\(getpid())"])
+            Detach.fromTerminal(logPath: store.directory.logPath)
+            for await _ in queue.snapshots() {}
+            logger.notice("detached runner stopping")
+        }
+        await session.shutdown()
         redirect?.restore()
         withExtendedLifetime(store) {}
         if let signal = interruption.received {
             store.logger.notice("interrupted", metadata: ["signal": "\(signal)"])
             throw ExitCode(128 + signal)
         }
+    }
+}
+
+/// A hang-up of the runner's terminal, which may come before the terminal is up.
+final class HangUp: Sendable {
+    private let state = Mutex<(happened: Bool, action: (@Sendable () -> Void)?)>((false, nil))
+
+    func happened() {
+        let action = state.withLock { state -> (@Sendable () -> Void)? in
+            state.happened = true
+            return state.action
+        }
+        action?()
+    }
+
+    /// Runs `action` on a hang-up, at once if one came already.
+    func whenItHappens(_ action: @escaping @Sendable () -> Void) {
+        let already = state.withLock { state -> Bool in
+            state.action = action
+            return state.happened
+        }
+        if already { action() }
+    }
+}
+
+/// Leaving the terminal for good: the process goes on as a runner without one.
+enum Detach {
+    /// A session of its own (`setsid`; refused to a session leader, such as the program a tmux
+    /// pane or an SSH login runs, which then keeps its hung-up terminal and ignores SIGHUP), and the
+    /// standard streams away from the terminal: stdin and stdout to `/dev/null`, stderr to the log.
+    static func fromTerminal(logPath: String) {
+        _ = setsid()
+        let null = open("/dev/null", O_RDWR | O_CLOEXEC)
+        if null >= 0 {
+            dup2(null, STDIN_FILENO)
+            dup2(null, STDOUT_FILENO)
+            close(null)
+        }
+        let log = open(logPath, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0o600)
+        if log >= 0 {
+            dup2(log, STDERR_FILENO)
+            close(log)
+        }
+    }
+}
+
+enum FreeSpace {
+    /// Free bytes for an unprivileged user at `path`.
+    static func bytes(at path: String) -> Int64? {
+        var stats = statvfs()
+        guard statvfs(path, &stats) == 0 else { return nil }
+        let (bytes, overflow) = Int64(clamping: stats.f_bavail).multipliedReportingOverflow(by: Int64(clamping: stats.f_frsize))
+        return overflow ? Int64.max : bytes
     }
 }
 
