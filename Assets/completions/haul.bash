@@ -173,13 +173,13 @@ _haul() {
     unset 'unparsed_words[0]'
     unparsed_words=("${unparsed_words[@]}")
     case "${subcommand}" in
-    ui|get|add|list|pause|resume|cancel|remove|demo|help)
+    ui|get|add|list|pause|resume|cancel|remove|start|stop|demo|help)
         # Offer subcommand argument completions
         "_haul_${subcommand}"
         ;;
     *)
         # Offer subcommand completions
-        COMPREPLY+=($(compgen -W 'ui get add list pause resume cancel remove demo help' -- "${cur}"))
+        COMPREPLY+=($(compgen -W 'ui get add list pause resume cancel remove start stop demo help' -- "${cur}"))
         ;;
     esac
 }
@@ -418,6 +418,81 @@ _haul_remove() {
     repeating_options=()
     non_repeating_options=(--state --config)
     __haul_offer_flags_options -1
+
+    # Offer option value completions
+    case "${prev}" in
+    '--state')
+        return
+        ;;
+    '--config')
+        return
+        ;;
+    esac
+}
+
+_haul_start() {
+    repeating_flags=()
+    non_repeating_flags=(--fsync --no-fsync --allow-downgrade --foreground --version -h --help)
+    repeating_options=(-H --header)
+    non_repeating_options=(--state --config -i --input-file -d --dir -o --output --user-agent --connections --checksum -j --max-active --max-tries --connect-timeout --stall-timeout --limit-rate --ca-certificate)
+    __haul_offer_flags_options -1
+
+    # Offer option value completions
+    case "${prev}" in
+    '--state')
+        return
+        ;;
+    '--config')
+        return
+        ;;
+    '-i'|'--input-file')
+        return
+        ;;
+    '-d'|'--dir')
+        return
+        ;;
+    '-o'|'--output')
+        return
+        ;;
+    '-H'|'--header')
+        return
+        ;;
+    '--user-agent')
+        return
+        ;;
+    '--connections')
+        return
+        ;;
+    '--checksum')
+        return
+        ;;
+    '-j'|'--max-active')
+        return
+        ;;
+    '--max-tries')
+        return
+        ;;
+    '--connect-timeout')
+        return
+        ;;
+    '--stall-timeout')
+        return
+        ;;
+    '--limit-rate')
+        return
+        ;;
+    '--ca-certificate')
+        return
+        ;;
+    esac
+}
+
+_haul_stop() {
+    repeating_flags=()
+    non_repeating_flags=(--version -h --help)
+    repeating_options=()
+    non_repeating_options=(--state --config)
+    __haul_offer_flags_options 0
 
     # Offer option value completions
     case "${prev}" in

@@ -58,6 +58,8 @@ _haul() {
             'resume:Queue paused or failed downloads again by id; the next haul resumes them from their bytes.'
             'cancel:Cancel downloads by id and delete their partial data (the only command that discards bytes).'
             'remove:Forget completed, failed or cancelled downloads by id; their files stay.'
+            'start:Run the queue in the background, without a terminal; haul attaches to it, haul stop ends it.'
+            'stop:Stop the queue'\''s runner: pause everything, checkpoint, and wait for it to exit.'
             'demo:Try haul offline: a local server with a dozen sample downloads, in the terminal UI.'
             'help:Show subcommand help information.'
         )
@@ -65,7 +67,7 @@ _haul() {
         ;;
     arg)
         case "${words[1]}" in
-        ui|get|add|list|pause|resume|cancel|remove|demo|help)
+        ui|get|add|list|pause|resume|cancel|remove|start|stop|demo|help)
             "_haul_${words[1]}" && ret=0
             ;;
         esac
@@ -222,6 +224,50 @@ _haul_remove() {
         '--state[Directory of the queue, its database and haul.log (default\: $HAUL_STATE_DIR, else state in the config file, else $XDG_STATE_HOME/haul, else ~/.local/state/haul).]:dir:'
         '--config[Read settings from FILE (default\: $HAUL_CONFIG, else $XDG_CONFIG_HOME/haul/config, else ~/.config/haul/config).]:file:'
         '*:ids:'
+        '--version[Show the version.]'
+        '(-h --help)'{-h,--help}'[Show help information.]'
+    )
+    _arguments -w -s -S : "${arg_specs[@]}" && ret=0
+
+    return "${ret}"
+}
+
+_haul_start() {
+    local -i ret=1
+    local -ar arg_specs=(
+        '--state[Directory of the queue, its database and haul.log (default\: $HAUL_STATE_DIR, else state in the config file, else $XDG_STATE_HOME/haul, else ~/.local/state/haul).]:dir:'
+        '--config[Read settings from FILE (default\: $HAUL_CONFIG, else $XDG_CONFIG_HOME/haul/config, else ~/.config/haul/config).]:file:'
+        '*:urls:'
+        '(-i --input-file)'{-i,--input-file}'[Also the URLs listed in FILE (one per line, # comments).]:file:'
+        '(-d --dir)'{-d,--dir}'[Directory for downloads named by the server or the URL (default\: dir in the config, else the current directory).]:dir:'
+        '(-o --output)'{-o,--output}'[Write the single URL'\''s download to FILE (relative to -d).]:file:'
+        '*'{-H,--header}'[Send this header with every request of these downloads (repeatable; kept with each download).]:name\: value:'
+        '--user-agent[User-Agent for these downloads (and the default of this run).]:text:'
+        '--connections[Fetch each file over up to N connections at once, in parts, when its server does ranges (1-16, default 1); also the most connections to one host.]:n:'
+        '--checksum[Verify the single download at completion\: sha-256=HEX or sha-512=HEX; a mismatch fails it and keeps the .part.]:algo=hex:'
+        '(-j --max-active)'{-j,--max-active}'[How many downloads run at once, 1 to 32 (default\: max-active in the config, else what < and > last chose, else 3).]:n:'
+        '--max-tries[Failed attempts in a row before a download fails (default 20).]:n:'
+        '--connect-timeout[Seconds to wait for a connection (default 10).]:s:'
+        '--stall-timeout[Seconds without a byte that count as a stall, retried from the bytes on disk (default 30).]:s:'
+        '--limit-rate[Limit all downloads together to RATE bytes a second\: 500K, 2M (K = 1024).]:rate:'
+        '--ca-certificate[Trust only the CA certificates in this PEM FILE (replaces the system'\''s, like curl --cacert).]:file:'
+        '--fsync[fsync each file before it is reported completed (default; --no-fsync for scratch downloads).]'
+        '--no-fsync[fsync each file before it is reported completed (default; --no-fsync for scratch downloads).]'
+        '--allow-downgrade[Follow a redirect from https to http (refused by default\: the rest would travel unencrypted).]'
+        '--foreground[Run in this process (for systemd and other service managers) instead of in the background.]'
+        '--version[Show the version.]'
+        '(-h --help)'{-h,--help}'[Show help information.]'
+    )
+    _arguments -w -s -S : "${arg_specs[@]}" && ret=0
+
+    return "${ret}"
+}
+
+_haul_stop() {
+    local -i ret=1
+    local -ar arg_specs=(
+        '--state[Directory of the queue, its database and haul.log (default\: $HAUL_STATE_DIR, else state in the config file, else $XDG_STATE_HOME/haul, else ~/.local/state/haul).]:dir:'
+        '--config[Read settings from FILE (default\: $HAUL_CONFIG, else $XDG_CONFIG_HOME/haul/config, else ~/.config/haul/config).]:file:'
         '--version[Show the version.]'
         '(-h --help)'{-h,--help}'[Show help information.]'
     )

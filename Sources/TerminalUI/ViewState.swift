@@ -85,6 +85,9 @@ public struct ViewState: Sendable {
     public var freeDiskBytes: Int64?
     /// This UI steers a queue another haul runs (through its control socket).
     public var attached = false
+    /// Why the detach key cannot leave the queue running, when it cannot (the demo's server runs
+    /// in its UI's process).
+    public var cannotDetach: String?
     /// The most downloads `>` (and `-j`) allow at once.
     public static let maxActiveLimit = 32
 
@@ -248,7 +251,12 @@ public struct ViewState: Sendable {
         case .details: showDetails.toggle()
         case .help: overlay = .help
         case .redraw: return [.redraw]
-        case .detach: return [.detach]
+        case .detach:
+            if let cannotDetach {
+                message = StatusMessage(cannotDetach, isError: true)
+                return []
+            }
+            return [.detach]
         case .quit:
             // Attached, the queue is everyone's: stopping it is asked first.
             guard attached else { return [.quit] }

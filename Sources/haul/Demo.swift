@@ -111,7 +111,7 @@ struct Demo: AsyncParsableCommand {
         do {
             try await UI.runTerminal(
                 store: store, settings: settings, requests: requests, downloadDirectory: downloads,
-                defaults: RequestOptions(), banner: Self.keysToTry, fallbackMaxActive: 4
+                defaults: RequestOptions(), banner: Self.keysToTry, fallbackMaxActive: 4, handover: nil
             )
         } catch {
             await server.shutdown()

@@ -8,7 +8,7 @@ struct Haul: AsyncParsableCommand {
         abstract: "A download manager that never throws downloaded bytes away.",
         discussion: "Resumes with Range and If-Range, checks validators, and restarts cleanly when the resource changed.",
         version: "0.1.0",
-        subcommands: [UI.self, Get.self, Add.self, List.self, Pause.self, Resume.self, Cancel.self, Remove.self, Demo.self],
+        subcommands: [UI.self, Get.self, Add.self, List.self, Pause.self, Resume.self, Cancel.self, Remove.self, Start.self, Stop.self, Demo.self],
         defaultSubcommand: UI.self
     )
 }

@@ -35,9 +35,12 @@ struct UI: AsyncParsableCommand {
             throw UsageError(message: "the terminal UI needs a terminal on stdin and stdout (use haul get in scripts)")
         }
         let store = try OpenStore(path: state.resolvedPath(settings))
+        // `D` hands the queue to `haul start` with the same options (its URLs join their downloads).
+        var arguments = Array(CommandLine.arguments.dropFirst())
+        if arguments.first == "ui" { arguments.removeFirst() }
         try await Self.runTerminal(
             store: store, settings: settings, requests: requests, downloadDirectory: add.downloadDirectory(settings),
-            defaults: defaults
+            defaults: defaults, handover: ["start", "--foreground", "--handover"] + arguments
         )
     }
 
@@ -50,7 +53,8 @@ struct UI: AsyncParsableCommand {
     /// a signal or `haul stop` ends it.
     static func runTerminal(
         store: OpenStore, settings: Settings, requests: [AddOptions.Request], downloadDirectory: String,
-        defaults: RequestOptions, banner: String? = nil, fallbackMaxActive: Int = Settings.defaultMaxActive
+        defaults: RequestOptions, banner: String? = nil, fallbackMaxActive: Int = Settings.defaultMaxActive,
+        handover: [String]?
     ) async throws {
         var configuration = SessionOptions.configuration(settings, maxActive: store.maxActive(settings, fallback: fallbackMaxActive))
         configuration.logger = Logger(label: "haul.engine")
@@ -81,6 +85,7 @@ struct UI: AsyncParsableCommand {
         } else if let banner {
             view.inform(banner)
         }
+        if handover == nil { view.cannotDetach = "the demo cannot detach: its server runs in this process (q quits)" }
         let logger = store.logger
         let controller = UIController(
             queue: queue,
@@ -98,7 +103,22 @@ struct UI: AsyncParsableCommand {
         switch end {
         case .quit, .queueEnded:
             break
-        case .terminalGone, .detach:
+        case .detach:
+            // The terminal stays, so this process must end to give it back: a runner in the
+            // background takes the queue over once this one paused and checkpointed everything.
+            redirect?.restore()
+            do {
+                let pid = try Runner.spawn(handover ?? [])
+                logger.notice("detached: handing the queue over", metadata: ["runner": "\(pid)"])
+                await session.shutdown()
+                print("haul: detached: the queue goes on in the background (pid \(pid)); haul attaches to it, haul stop ends it")
+            } catch {
+                await session.shutdown()
+                throw error
+            }
+            withExtendedLifetime(store) {}
+            return
+        case .terminalGone:
             // The downloads go on without a terminal, until a signal or `haul stop` ends them.
             logger.notice("terminal gone: detached, the queue goes on", metadata: ["pid": "\(getpid())"])
             Detach.fromTerminal(logPath: store.directory.logPath)

@@ -121,12 +121,27 @@ enum CLI {
         do {
             try await body(server, directory)
         } catch {
+            stopRunners(in: directory)
             await server.shutdown()
             try? FileManager.default.removeItem(atPath: directory)
             throw error
         }
+        stopRunners(in: directory)
         await server.shutdown()
         try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    /// Kills every haul that still runs a queue under `directory` (a runner outlives its
+    /// terminal, and a test that failed half-way may not have stopped it).
+    static func stopRunners(in directory: String) {
+        guard let walker = FileManager.default.enumerator(atPath: directory) else { return }
+        for case let relative as String in walker where relative == "lock" || relative.hasSuffix("/lock") {
+            guard let text = try? String(contentsOfFile: directory + "/" + relative, encoding: .utf8),
+                  let pid = Int32(text.trimmingCharacters(in: .whitespacesAndNewlines)), pid > 1,
+                  let command = try? String(contentsOfFile: "/proc/\(pid)/cmdline", encoding: .utf8),
+                  command.contains("haul") else { continue }
+            kill(pid, SIGKILL)
+        }
     }
 
     static func sha256(_ path: String) -> String {

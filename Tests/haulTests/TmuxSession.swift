@@ -90,8 +90,39 @@ final class TmuxSession: @unchecked Sendable {
         screen().first { $0.hasPrefix(name) }
     }
 
+    /// Ends the session and everything it started: a hang-up no longer ends a haul that runs
+    /// the queue (it detaches), so its processes are killed too.
     func close() {
+        let pane = tmux(["list-panes", "-F", "#{pane_pid}"]).output.split(separator: "\n").compactMap { Int32($0) }
+        let started = pane.flatMap(Self.descendants)
         _ = tmux(["kill-server"])
+        for pid in started { kill(pid, SIGKILL) }
+    }
+
+    /// Kills the tmux server only, as a dropped SSH connection ends a terminal: a hang-up.
+    func hangUp() {
+        _ = tmux(["kill-server"])
+    }
+
+    /// Every process below `pid`, from /proc.
+    static func descendants(of pid: Int32) -> [Int32] {
+        var children: [Int32: [Int32]] = [:]
+        for entry in (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? [] {
+            guard let child = Int32(entry),
+                  let stat = try? String(contentsOfFile: "/proc/\(entry)/stat", encoding: .utf8),
+                  let close = stat.lastIndex(of: ")") else { continue }
+            let fields = stat[stat.index(after: close)...].split(separator: " ")
+            if fields.count > 1, let parent = Int32(fields[1]) { children[parent, default: []].append(child) }
+        }
+        var found: [Int32] = []
+        var next = [pid]
+        while let current = next.popLast() {
+            for child in children[current] ?? [] {
+                found.append(child)
+                next.append(child)
+            }
+        }
+        return found
     }
 
     deinit {
