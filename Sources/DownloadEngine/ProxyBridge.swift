@@ -10,58 +10,52 @@ import NIOHTTP1
 import NIOPosix
 import Synchronization
 
-/// A forward proxy on 127.0.0.1 that AsyncHTTPClient uses in place of the real one, so that plain
-/// http reaches the real proxy in absolute form (`GET http://host/path`), as curl and wget send it.
+/// A forward proxy on 127.0.0.1 that AsyncHTTPClient uses in place of the real one, for what the
+/// client cannot do itself. AsyncHTTPClient 1.37 reaches every URL through a proxy with `CONNECT`
+/// (http included), cannot send an absolute-form target, and builds the request target from
+/// Foundation's decoded path (`/caf%E9.bin` would go out as `/`).
 ///
-/// AsyncHTTPClient 1.37 reaches every URL through a proxy with `CONNECT` (http included) and cannot
-/// send an absolute-form target; squid's default policy refuses `CONNECT` to port 80. The bridge has
-/// two listeners:
-/// - `absoluteFormPort` (http URLs): it answers `CONNECT host:port` itself with 200, once the real
-///   proxy is connected, then reads the HTTP/1.1 requests inside that tunnel and forwards each to the
-///   real proxy in absolute form (with `Proxy-Authorization`); the proxy's responses go back byte for
-///   byte, on the same connection, however many requests it carries.
-/// - `tunnelPort` (https URLs): it forwards the `CONNECT` to the real proxy and, once accepted, copies
-///   bytes both ways. It exists to learn why a proxy refused: AsyncHTTPClient reports every refusal
-///   as `invalidProxyResponse`, without the status, so the bridge remembers it by target (`refusal`).
+/// One bridge, one listener, one mode:
+/// - `forward` (`Upstream`): it answers `CONNECT host:port` itself with 200, once the way to the
+///   server is open (`Upstream.open`: the proxy for absolute form; the server, straight or through
+///   the proxy's `CONNECT`, over TLS for https), then reads the HTTP/1.1 requests inside that tunnel
+///   and forwards each, with the target of its `X-Haul-Target` header when it has one: to the proxy
+///   in absolute form (with `Proxy-Authorization`), or to the server in origin form. Responses go
+///   back byte for byte, on the same connection, however many requests it carries.
+/// - `tunnel` (https URLs through a proxy): it forwards the `CONNECT` to the real proxy and, once
+///   accepted, copies bytes both ways. It exists to learn why a proxy refused: AsyncHTTPClient
+///   reports every refusal as `invalidProxyResponse`, without the status, so the bridge remembers
+///   it by target (`refusal`).
 ///
 /// Both sides of a connection close together; reading stops on one side while the other cannot take
 /// more (no body is ever held whole).
 final class ProxyBridge: Sendable {
-    /// The proxy the bridge forwards to.
-    let upstream: ProxySettings.Server
-    let absoluteFormPort: Int
-    let tunnelPort: Int
-    private let listeners: [EventLoopFuture<any Channel>]
+    enum Mode: Sendable {
+        case forward(Upstream)
+        case tunnel(ProxySettings.Server)
+    }
+
+    let port: Int
+    private let listener: EventLoopFuture<any Channel>
     private let refusals = ProxyRefusals()
 
     struct StartFailure: Error {}
 
-    /// Listens on two loopback ports. The sockets are bound and listening when this returns (no
-    /// wait for an event loop: connections queue in the kernel until the channels are registered).
-    init(upstream: ProxySettings.Server, group: any EventLoopGroup, connectTimeout: TimeAmount) throws(StartFailure) {
-        self.upstream = upstream
-        let (absoluteSocket, absolutePort) = try Self.listeningSocket()
-        let tunnelSocket: Int32
-        do {
-            (tunnelSocket, tunnelPort) = try Self.listeningSocket()
-        } catch {
-            close(absoluteSocket)
-            throw error
-        }
-        absoluteFormPort = absolutePort
+    /// Listens on a loopback port. The socket is bound and listening when this returns (no wait
+    /// for an event loop: connections queue in the kernel until the channel is registered).
+    init(_ mode: Mode, group: any EventLoopGroup, connectTimeout: TimeAmount) throws(StartFailure) {
+        let socket: Int32
+        (socket, port) = try Self.listeningSocket()
         let refusals = refusals
-        func listener(_ socket: Int32, _ mode: BridgeConnection.Mode) -> EventLoopFuture<any Channel> {
-            ServerBootstrap(group: group)
-                .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
-                .childChannelInitializer { channel in
-                    channel.eventLoop.makeCompletedFuture {
-                        let connection = BridgeConnection(mode: mode, upstream: upstream, connectTimeout: connectTimeout, refusals: refusals)
-                        try channel.pipeline.syncOperations.addHandler(BridgeHandshake(connection))
-                    }
+        listener = ServerBootstrap(group: group)
+            .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+            .childChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    let connection = BridgeConnection(mode: mode, connectTimeout: connectTimeout, refusals: refusals)
+                    try channel.pipeline.syncOperations.addHandler(BridgeHandshake(connection))
                 }
-                .withBoundSocket(socket)
-        }
-        listeners = [listener(absoluteSocket, .absoluteForm), listener(tunnelSocket, .tunnel)]
+            }
+            .withBoundSocket(socket)
     }
 
     /// Why the proxy last refused a `CONNECT` to `host:port`, if it did.
@@ -69,11 +63,9 @@ final class ProxyBridge: Sendable {
         refusals["\(host):\(port)"]
     }
 
-    /// Stops listening; open tunnels end with their connections.
+    /// Stops listening; open connections end with their clients.
     func shutdown() async {
-        for listener in listeners {
-            try? await listener.get().close()
-        }
+        try? await listener.get().close()
     }
 
     /// A TCP socket on 127.0.0.1 with a port of the kernel's choice, listening.
@@ -121,38 +113,19 @@ final class ProxyRefusals: Sendable {
     }
 }
 
-/// One connection from AsyncHTTPClient to the bridge and, once its `CONNECT` arrived, the one to
-/// the real proxy. Lives on the event loop of the first (the second is made on the same loop).
-final class BridgeConnection {
-    enum Mode: Sendable {
-        case absoluteForm
-        case tunnel
-    }
-
-    let mode: Mode
-    let upstream: ProxySettings.Server
+/// What one connection from AsyncHTTPClient to the bridge needs to know.
+struct BridgeConnection {
+    let mode: ProxyBridge.Mode
     let connectTimeout: TimeAmount
     let refusals: ProxyRefusals
-
-    init(mode: Mode, upstream: ProxySettings.Server, connectTimeout: TimeAmount, refusals: ProxyRefusals) {
-        self.mode = mode
-        self.upstream = upstream
-        self.connectTimeout = connectTimeout
-        self.refusals = refusals
-    }
-
-    /// `Proxy-Authorization` for the real proxy, when its URL has `user:password@`.
-    var authorization: String? {
-        upstream.user.map { user in "Basic " + Data("\(user):\(upstream.password ?? "")".utf8).base64EncodedString() }
-    }
 
     func record(_ target: String, _ refusal: ProxyRefusal?) {
         refusals[target] = refusal
     }
 }
 
-/// Reads the `CONNECT host:port` that opens a connection to the bridge, connects to the real proxy,
-/// and hands both channels to the handlers of the connection's mode.
+/// Reads the `CONNECT host:port` that opens a connection to the bridge, opens the way on, and hands
+/// both channels to the handlers of the bridge's mode.
 final class BridgeHandshake: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
@@ -160,7 +133,7 @@ final class BridgeHandshake: ChannelInboundHandler, RemovableChannelHandler {
     private let connection: BridgeConnection
     private var received = ByteBuffer()
     private var started = false
-    /// The connection to the real proxy, until the handlers of the mode own it.
+    /// The connection on (to the proxy or the server), until the handlers of the mode own it.
     private var proxy: (any Channel)?
 
     init(_ connection: BridgeConnection) {
@@ -178,16 +151,27 @@ final class BridgeHandshake: ChannelInboundHandler, RemovableChannelHandler {
         let headLength = end.upperBound - received.readableBytesView.startIndex
         let head = received.readString(length: headLength) ?? ""
         let words = (head.split(separator: "\r\n", maxSplits: 1).first ?? "").split(separator: " ")
-        guard words.count == 3, words[0] == "CONNECT", let colon = words[1].lastIndex(of: ":"), let port = Int(words[1][words[1].index(after: colon)...]) else {
+        guard words.count == 3, words[0] == "CONNECT", let (host, port) = Self.hostAndPort(words[1]) else {
             Self.answer(context.channel, "405 Method Not Allowed")
             return
         }
         started = true
-        let target = String(words[1])
-        let host = String(words[1][..<colon])
         // Nothing else is read until the tunnel is up (the client sends nothing before the 200).
         try? context.channel.syncOptions?.setOption(.autoRead, value: false)
-        connectUpstream(context: context, target: target, host: host, port: port)
+        switch connection.mode {
+        case .forward(let upstream):
+            openForward(context: context, upstream: upstream, host: host, port: port)
+        case .tunnel(let proxy):
+            connectUpstream(context: context, proxy: proxy, target: String(words[1]))
+        }
+    }
+
+    /// `host` and `port` of a `CONNECT` target: `files.example:443`, `[::1]:8443` (no brackets kept).
+    static func hostAndPort(_ target: Substring) -> (String, Int)? {
+        guard let colon = target.lastIndex(of: ":"), let port = Int(target[target.index(after: colon)...]), (1...65535).contains(port) else { return nil }
+        var host = target[..<colon]
+        if host.hasPrefix("["), host.hasSuffix("]") { host = host.dropFirst().dropLast() }
+        return host.isEmpty ? nil : (String(host), port)
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
@@ -201,10 +185,55 @@ final class BridgeHandshake: ChannelInboundHandler, RemovableChannelHandler {
         context.fireChannelInactive()
     }
 
-    private func connectUpstream(context: ChannelHandlerContext, target: String, host: String, port: Int) {
+    /// The way to the server opened by `upstream`; requests inside the bridge's own tunnel go on
+    /// in absolute form (to a proxy) or origin form (to the server).
+    private func openForward(context: ChannelHandlerContext, upstream: Upstream, host: String, port: Int) {
+        let downstream = context.channel
+        upstream.open(host: host, port: port, on: context.eventLoop).assumeIsolated().whenComplete { result in
+            switch result {
+            case .failure:
+                // AsyncHTTPClient says only `invalidProxyResponse`: the transfer opens the way
+                // once more (`Upstream.probe`) to say why.
+                Self.answer(downstream, "502 Bad Gateway")
+            case .success(let server):
+                guard downstream.isActive else {
+                    server.close(promise: nil)
+                    return
+                }
+                let form: RequestForwarder.Form
+                switch upstream.route {
+                case .absoluteForm(let proxy):
+                    let name = host.contains(":") ? "[\(host)]" : host
+                    form = .absolute(authority: port == 80 ? name : "\(name):\(port)", authorization: proxy.authorization)
+                case .origin:
+                    form = .origin
+                }
+                self.proxy = server
+                self.forward(context: context, to: server, form: form)
+            }
+        }
+    }
+
+    private func forward(context: ChannelHandlerContext, to server: any Channel, form: RequestForwarder.Form) {
+        let downstream = context.channel
+        do {
+            try server.pipeline.syncOperations.addHandler(BridgeGate.pump(to: downstream))
+            let pipeline = downstream.pipeline.syncOperations
+            try pipeline.addHandler(BridgeGate(partner: server))
+            try pipeline.addHandler(ByteToMessageHandler(HTTPRequestDecoder(leftOverBytesStrategy: .forwardBytes)))
+            try pipeline.addHandler(RequestForwarder(form: form, server: server))
+        } catch {
+            server.close(promise: nil)
+            context.close(promise: nil)
+            return
+        }
+        context.writeAndFlush(wrapOutboundOut(ByteBuffer(string: "HTTP/1.1 200 Connection established\r\n\r\n")), promise: nil)
+        handOver(context: context)
+    }
+
+    private func connectUpstream(context: ChannelHandlerContext, proxy upstream: ProxySettings.Server, target: String) {
         let downstream = context.channel
         let connection = connection
-        let upstream = connection.upstream
         ClientBootstrap(group: context.eventLoop)
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
             .connectTimeout(connection.connectTimeout)
@@ -221,40 +250,17 @@ final class BridgeHandshake: ChannelInboundHandler, RemovableChannelHandler {
                         return
                     }
                     self.proxy = proxy
-                    switch connection.mode {
-                    case .absoluteForm:
-                        self.openAbsoluteForm(context: context, proxy: proxy, host: host, port: port)
-                    case .tunnel:
-                        self.openTunnel(context: context, proxy: proxy, target: target)
-                    }
+                    self.openTunnel(context: context, proxy: proxy, target: target, authorization: upstream.authorization)
                 }
             }
     }
 
-    /// http: the tunnel is the bridge's own; requests inside it go to the proxy in absolute form.
-    private func openAbsoluteForm(context: ChannelHandlerContext, proxy: any Channel, host: String, port: Int) {
-        let downstream = context.channel
-        let authority = port == 80 ? host : "\(host):\(port)"
-        do {
-            try proxy.pipeline.syncOperations.addHandler(BridgeGate.pump(to: downstream))
-            let pipeline = downstream.pipeline.syncOperations
-            try pipeline.addHandler(BridgeGate(partner: proxy))
-            try pipeline.addHandler(ByteToMessageHandler(HTTPRequestDecoder(leftOverBytesStrategy: .forwardBytes)))
-            try pipeline.addHandler(AbsoluteFormForwarder(authority: authority, authorization: connection.authorization, proxy: proxy))
-        } catch {
-            proxy.close(promise: nil)
-            context.close(promise: nil)
-            return
-        }
-        context.writeAndFlush(wrapOutboundOut(ByteBuffer(string: "HTTP/1.1 200 Connection established\r\n\r\n")), promise: nil)
-        handOver(context: context)
-    }
-
     /// https: the `CONNECT` goes on to the proxy; its answer decides.
-    private func openTunnel(context: ChannelHandlerContext, proxy: any Channel, target: String) {
+    private func openTunnel(context: ChannelHandlerContext, proxy: any Channel, target: String, authorization: String?) {
         let downstream = context.channel
         let connection = connection
         let answer = ConnectAnswerReader { [self] status, reasonPhrase, authenticate, rest in
+            let status = status ?? 502
             guard (200..<300).contains(status) else {
                 connection.record(target, .refused(status: status, reasonPhrase: reasonPhrase, authenticate: authenticate))
                 // AsyncHTTPClient turns a 407 into proxyAuthenticationRequired, anything else into
@@ -285,7 +291,7 @@ final class BridgeHandshake: ChannelInboundHandler, RemovableChannelHandler {
             return
         }
         var head = "CONNECT \(target) HTTP/1.1\r\nHost: \(target)\r\n"
-        if let authorization = connection.authorization { head += "Proxy-Authorization: \(authorization)\r\n" }
+        if let authorization { head += "Proxy-Authorization: \(authorization)\r\n" }
         proxy.writeAndFlush(ByteBuffer(string: head + "\r\n"), promise: nil)
     }
 
@@ -306,18 +312,18 @@ final class BridgeHandshake: ChannelInboundHandler, RemovableChannelHandler {
         let text = "HTTP/1.1 \(status)\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
         channel.writeAndFlush(ByteBuffer(string: text)).whenComplete { _ in channel.close(promise: nil) }
     }
-
 }
 
 /// Reads the proxy's answer to a forwarded `CONNECT` (status line and headers), then gets out of
-/// the way; `done` gets the status, reason phrase, `Proxy-Authenticate` and the bytes after the head.
+/// the way; `done` gets the status (nil when the proxy closed first), reason phrase,
+/// `Proxy-Authenticate` and the bytes after the head.
 final class ConnectAnswerReader: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = ByteBuffer
 
     private var received = ByteBuffer()
-    private var done: ((Int, String, String?, ByteBuffer) -> Void)?
+    private var done: ((Int?, String, String?, ByteBuffer) -> Void)?
 
-    init(_ done: @escaping (Int, String, String?, ByteBuffer) -> Void) {
+    init(_ done: @escaping (Int?, String, String?, ByteBuffer) -> Void) {
         self.done = done
     }
 
@@ -345,67 +351,88 @@ final class ConnectAnswerReader: ChannelInboundHandler, RemovableChannelHandler 
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        // Closed before answering: as good as a refusal with no status.
+        // Closed before answering.
         let callback = done
         done = nil
-        callback?(502, "closed before answering", nil, ByteBuffer())
+        callback?(nil, "", nil, ByteBuffer())
         context.fireChannelInactive()
     }
 }
 
-/// Rewrites each request read inside the bridge's own tunnel into absolute form and writes it to the
-/// proxy. Bodies pass through (re-chunked when chunked); haul sends none, but a request is never cut.
-final class AbsoluteFormForwarder: ChannelInboundHandler {
+/// Forwards each request read inside the bridge's own tunnel: to a proxy in absolute form, or to
+/// the server in origin form; the target is that of the request's `X-Haul-Target` header when it
+/// has one (the exact target, which the client could not express), else the client's.
+///
+/// Bodies pass through (re-chunked when chunked); haul sends none, but a request is never cut.
+final class RequestForwarder: ChannelInboundHandler {
     typealias InboundIn = HTTPServerRequestPart
 
-    private let authority: String
-    private let authorization: String?
-    private let proxy: any Channel
+    enum Form {
+        /// `GET http://authority/path` to a proxy, with the proxy's credentials.
+        case absolute(authority: String, authorization: String?)
+        /// `GET /path` to the server; no proxy header goes on.
+        case origin
+    }
+
+    /// The header that carries the exact target from the transfer to the bridge; never forwarded.
+    static let targetHeader = "X-Haul-Target"
+
+    private let form: Form
+    private let server: any Channel
     private var chunked = false
 
-    init(authority: String, authorization: String?, proxy: any Channel) {
-        self.authority = authority
-        self.authorization = authorization
-        self.proxy = proxy
+    init(form: Form, server: any Channel) {
+        self.form = form
+        self.server = server
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         switch unwrapInboundIn(data) {
         case .head(let head):
-            // The target stays byte for byte as the client sent it, behind the scheme and authority.
-            let target = head.uri.hasPrefix("/") ? "http://\(authority)\(head.uri)" : head.uri
+            var target = head.headers.first(name: Self.targetHeader) ?? head.uri
+            // Only a target of printable ASCII goes into a request line: never a space or a CR.
+            guard target.hasPrefix("/") || head.headers.first(name: Self.targetHeader) == nil,
+                  target.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
+                server.close(promise: nil)
+                context.close(promise: nil)
+                return
+            }
+            if case .absolute(let authority, _) = form, target.hasPrefix("/") {
+                // The target stays byte for byte as given, behind the scheme and authority.
+                target = "http://\(authority)\(target)"
+            }
             var text = "\(head.method.rawValue) \(target) HTTP/\(head.version.major).\(head.version.minor)\r\n"
             chunked = false
             for (name, value) in head.headers {
                 let lowered = name.lowercased()
-                if lowered == "proxy-authorization" || lowered == "proxy-connection" { continue }
+                if lowered == "proxy-authorization" || lowered == "proxy-connection" || lowered == Self.targetHeader.lowercased() { continue }
                 if lowered == "transfer-encoding", value.lowercased().contains("chunked") { chunked = true }
                 text += "\(name): \(value)\r\n"
             }
-            if let authorization { text += "Proxy-Authorization: \(authorization)\r\n" }
-            proxy.write(ByteBuffer(string: text + "\r\n"), promise: nil)
+            if case .absolute(_, let authorization?) = form { text += "Proxy-Authorization: \(authorization)\r\n" }
+            server.write(ByteBuffer(string: text + "\r\n"), promise: nil)
         case .body(let body):
             if chunked {
-                proxy.write(ByteBuffer(string: String(body.readableBytes, radix: 16) + "\r\n"), promise: nil)
-                proxy.write(body, promise: nil)
-                proxy.write(ByteBuffer(string: "\r\n"), promise: nil)
+                server.write(ByteBuffer(string: String(body.readableBytes, radix: 16) + "\r\n"), promise: nil)
+                server.write(body, promise: nil)
+                server.write(ByteBuffer(string: "\r\n"), promise: nil)
             } else {
-                proxy.write(body, promise: nil)
+                server.write(body, promise: nil)
             }
         case .end:
-            if chunked { proxy.write(ByteBuffer(string: "0\r\n\r\n"), promise: nil) }
-            proxy.flush()
+            if chunked { server.write(ByteBuffer(string: "0\r\n\r\n"), promise: nil) }
+            server.flush()
         }
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        proxy.close(promise: nil)
+        server.close(promise: nil)
         context.fireChannelInactive()
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
         // A request the decoder cannot read: nothing sensible can be forwarded.
-        proxy.close(promise: nil)
+        server.close(promise: nil)
         context.close(promise: nil)
     }
 }

@@ -170,9 +170,61 @@ enum BoringSSLReason {
     static let notTLS: Set<Int> = [247, 156, 155, 200]
 }
 
+extension Transfer {
+    /// The failure of a request whose way to the server could not be opened, in haul's words; nil
+    /// when `error` is not such a failure.
+    ///
+    /// AsyncHTTPClient reports every failure of its proxy (haul's bridge too) as
+    /// `invalidProxyResponse`, without a reason: through a bridge, the way is opened once more (a
+    /// probe, as `Upstream` opens it) to learn why, and the server's own errors (a refused
+    /// connection, an untrusted certificate) are said as for a direct request.
+    func explaining(_ error: any Error, for url: URL, route: HTTPClients.Route) async -> (any Error)? {
+        guard let error = error as? HTTPClientError,
+              [.invalidProxyResponse, .proxyAuthenticationRequired, .httpProxyHandshakeTimeout].contains(error) else { return nil }
+        guard let upstream = route.upstream else { return ProxyRefused.explaining(error, for: url, clients: clients) }
+        let host = url.host ?? ""
+        let port = url.port ?? (url.scheme?.lowercased() == "https" ? 443 : 80)
+        if error == .httpProxyHandshakeTimeout {
+            // The client's connect timeout ran out first: opening the way again would wait as long.
+            let reason = switch upstream.route {
+            case .absoluteForm(let proxy): "cannot reach the proxy \(proxy): connection timed out"
+            case .origin(let proxy?, _): "connection timed out (through the proxy \(proxy))"
+            case .origin(nil, _): "connection timed out"
+            }
+            return ProxyRefused(outcome: .retryable(reason: reason, retryAfter: nil, progressed: false))
+        }
+        guard let failure = await upstream.probe(host: host, port: port, group: HTTPClient.defaultEventLoopGroup) else { return nil }
+        return ProxyRefused.explaining(failure, target: "\(TerminalText.sanitize(host)):\(port)")
+    }
+}
+
 /// A proxy would not carry the request: its own words, and whether to try again.
 struct ProxyRefused: Error {
     var outcome: SessionStateMachine.Outcome
+
+    /// What a failure to open the way to `target` (`host:port`) means; the server's own errors
+    /// are left to `classify`, as for a direct request.
+    static func explaining(_ failure: any Error, target: String) -> any Error {
+        guard let failure = failure as? Upstream.Failure else { return failure }
+        switch failure {
+        case .proxyUnreachable(let proxy, let error):
+            return ProxyRefused(outcome: .retryable(reason: "cannot reach the proxy \(proxy): \(Transfer.describe(error))", retryAfter: nil, progressed: false))
+        case .refused(let status, let phrase, let authenticate) where status == 407:
+            return ProxyRefused(outcome: .fatal(reason: ResponseFacts(status: 407, reasonPhrase: phrase, authenticate: authenticate).failureText))
+        case .refused(let status, _, _):
+            let reason = "proxy refused CONNECT to \(target): \(status)"
+            // A proxy that cannot reach the server now (502, 503, 504) may later.
+            return ProxyRefused(outcome: status >= 500 ? .retryable(reason: reason, retryAfter: nil, progressed: false) : .fatal(reason: reason))
+        case .closedByProxy:
+            return ProxyRefused(outcome: .retryable(reason: "the proxy closed the connection without answering CONNECT to \(target)", retryAfter: nil, progressed: false))
+        case .proxyTimedOut:
+            return ProxyRefused(outcome: .retryable(reason: "the proxy did not answer CONNECT to \(target)", retryAfter: nil, progressed: false))
+        case .handshakeTimedOut:
+            return ProxyRefused(outcome: .retryable(reason: "TLS handshake timed out", retryAfter: nil, progressed: false))
+        case .noTLS:
+            return ProxyRefused(outcome: .fatal(reason: "TLS cannot be set up (the trust roots cannot be read)"))
+        }
+    }
 
     /// The failure of a request whose proxy handshake failed, in haul's words; nil when `error` is
     /// not a proxy handshake failure or `url` goes through no proxy.
