@@ -8,59 +8,41 @@ import Foundation
 import NIOCore
 import NIOHTTP1
 import NIOPosix
-import Synchronization
 
 /// A forward proxy on 127.0.0.1 that AsyncHTTPClient uses in place of the real one, for what the
 /// client cannot do itself. AsyncHTTPClient 1.37 reaches every URL through a proxy with `CONNECT`
 /// (http included), cannot send an absolute-form target, and builds the request target from
 /// Foundation's decoded path (`/caf%E9.bin` would go out as `/`).
 ///
-/// One bridge, one listener, one mode:
-/// - `forward` (`Upstream`): it answers `CONNECT host:port` itself with 200, once the way to the
-///   server is open (`Upstream.open`: the proxy for absolute form; the server, straight or through
-///   the proxy's `CONNECT`, over TLS for https), then reads the HTTP/1.1 requests inside that tunnel
-///   and forwards each, with the target of its `X-Haul-Target` header when it has one: to the proxy
-///   in absolute form (with `Proxy-Authorization`), or to the server in origin form. Responses go
-///   back byte for byte, on the same connection, however many requests it carries.
-/// - `tunnel` (https URLs through a proxy): it forwards the `CONNECT` to the real proxy and, once
-///   accepted, copies bytes both ways. It exists to learn why a proxy refused: AsyncHTTPClient
-///   reports every refusal as `invalidProxyResponse`, without the status, so the bridge remembers
-///   it by target (`refusal`).
+/// One bridge, one listener, one way on (`Upstream`): the bridge answers `CONNECT host:port` itself
+/// with 200 once that way is open (to the proxy for absolute form; to the server, straight or
+/// through the proxy's `CONNECT`, over TLS for https), then reads the HTTP/1.1 requests inside
+/// that tunnel and forwards each, with the target of its `X-Haul-Target` header when it has one:
+/// to the proxy in absolute form (with `Proxy-Authorization`), or to the server in origin form.
+/// Responses go back byte for byte, on the same connection, however many requests it carries.
+/// A way that cannot be opened is answered with 502 (the transfer's probe says why).
 ///
 /// Both sides of a connection close together; reading stops on one side while the other cannot take
 /// more (no body is ever held whole).
 final class ProxyBridge: Sendable {
-    enum Mode: Sendable {
-        case forward(Upstream)
-        case tunnel(ProxySettings.Server)
-    }
-
     let port: Int
     private let listener: EventLoopFuture<any Channel>
-    private let refusals = ProxyRefusals()
 
     struct StartFailure: Error {}
 
     /// Listens on a loopback port. The socket is bound and listening when this returns (no wait
     /// for an event loop: connections queue in the kernel until the channel is registered).
-    init(_ mode: Mode, group: any EventLoopGroup, connectTimeout: TimeAmount) throws(StartFailure) {
+    init(_ upstream: Upstream, group: any EventLoopGroup) throws(StartFailure) {
         let socket: Int32
         (socket, port) = try Self.listeningSocket()
-        let refusals = refusals
         listener = ServerBootstrap(group: group)
             .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    let connection = BridgeConnection(mode: mode, connectTimeout: connectTimeout, refusals: refusals)
-                    try channel.pipeline.syncOperations.addHandler(BridgeHandshake(connection))
+                    try channel.pipeline.syncOperations.addHandler(BridgeHandshake(upstream))
                 }
             }
             .withBoundSocket(socket)
-    }
-
-    /// Why the proxy last refused a `CONNECT` to `host:port`, if it did.
-    func refusal(host: String, port: Int) -> ProxyRefusal? {
-        refusals["\(host):\(port)"]
     }
 
     /// Stops listening; open connections end with their clients.
@@ -95,49 +77,20 @@ final class ProxyBridge: Sendable {
     }
 }
 
-/// Why the real proxy would not carry a request, as the bridge saw it.
-enum ProxyRefusal: Sendable, Hashable {
-    /// The proxy answered `CONNECT` with this status (and `Proxy-Authenticate` for a 407).
-    case refused(status: Int, reasonPhrase: String, authenticate: String?)
-    /// The proxy could not be reached.
-    case unreachable(String)
-}
-
-/// The latest refusal of each `CONNECT` target (`host:port`), shared by the bridge's connections.
-final class ProxyRefusals: Sendable {
-    private let byTarget = Mutex<[String: ProxyRefusal]>([:])
-
-    subscript(target: String) -> ProxyRefusal? {
-        get { byTarget.withLock { $0[target] } }
-        set { byTarget.withLock { $0[target] = newValue } }
-    }
-}
-
-/// What one connection from AsyncHTTPClient to the bridge needs to know.
-struct BridgeConnection {
-    let mode: ProxyBridge.Mode
-    let connectTimeout: TimeAmount
-    let refusals: ProxyRefusals
-
-    func record(_ target: String, _ refusal: ProxyRefusal?) {
-        refusals[target] = refusal
-    }
-}
-
 /// Reads the `CONNECT host:port` that opens a connection to the bridge, opens the way on, and hands
-/// both channels to the handlers of the bridge's mode.
+/// both channels to the handlers that forward requests.
 final class BridgeHandshake: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
 
-    private let connection: BridgeConnection
+    private let upstream: Upstream
     private var received = ByteBuffer()
     private var started = false
-    /// The connection on (to the proxy or the server), until the handlers of the mode own it.
-    private var proxy: (any Channel)?
+    /// The connection on (to the proxy or the server), until the forwarding handlers own it.
+    private var server: (any Channel)?
 
-    init(_ connection: BridgeConnection) {
-        self.connection = connection
+    init(_ upstream: Upstream) {
+        self.upstream = upstream
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -158,12 +111,7 @@ final class BridgeHandshake: ChannelInboundHandler, RemovableChannelHandler {
         started = true
         // Nothing else is read until the tunnel is up (the client sends nothing before the 200).
         try? context.channel.syncOptions?.setOption(.autoRead, value: false)
-        switch connection.mode {
-        case .forward(let upstream):
-            openForward(context: context, upstream: upstream, host: host, port: port)
-        case .tunnel(let proxy):
-            connectUpstream(context: context, proxy: proxy, target: String(words[1]))
-        }
+        open(context: context, host: host, port: port)
     }
 
     /// `host` and `port` of a `CONNECT` target: `files.example:443`, `[::1]:8443` (no brackets kept).
@@ -179,16 +127,17 @@ final class BridgeHandshake: ChannelInboundHandler, RemovableChannelHandler {
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        // The client gave up before the tunnel was up (a proxy that does not answer CONNECT).
-        proxy?.close(promise: nil)
-        proxy = nil
+        // The client gave up before the way on was open (it has its own connect timeout).
+        server?.close(promise: nil)
+        server = nil
         context.fireChannelInactive()
     }
 
-    /// The way to the server opened by `upstream`; requests inside the bridge's own tunnel go on
-    /// in absolute form (to a proxy) or origin form (to the server).
-    private func openForward(context: ChannelHandlerContext, upstream: Upstream, host: String, port: Int) {
+    /// Opens the way to `host:port`; requests inside the bridge's own tunnel go on in absolute form
+    /// (to a proxy) or origin form (to the server).
+    private func open(context: ChannelHandlerContext, host: String, port: Int) {
         let downstream = context.channel
+        let upstream = upstream
         upstream.open(host: host, port: port, on: context.eventLoop).assumeIsolated().whenComplete { result in
             switch result {
             case .failure:
@@ -208,7 +157,7 @@ final class BridgeHandshake: ChannelInboundHandler, RemovableChannelHandler {
                 case .origin:
                     form = .origin
                 }
-                self.proxy = server
+                self.server = server
                 self.forward(context: context, to: server, form: form)
             }
         }
@@ -231,73 +180,9 @@ final class BridgeHandshake: ChannelInboundHandler, RemovableChannelHandler {
         handOver(context: context)
     }
 
-    private func connectUpstream(context: ChannelHandlerContext, proxy upstream: ProxySettings.Server, target: String) {
-        let downstream = context.channel
-        let connection = connection
-        ClientBootstrap(group: context.eventLoop)
-            .channelOption(.socketOption(.tcp_nodelay), value: 1)
-            .connectTimeout(connection.connectTimeout)
-            .connect(host: upstream.host, port: upstream.port)
-            .assumeIsolated()
-            .whenComplete { result in
-                switch result {
-                case .failure(let error):
-                    connection.record(target, .unreachable("cannot reach the proxy \(upstream): \(Transfer.describe(error))"))
-                    Self.answer(downstream, "502 Bad Gateway")
-                case .success(let proxy):
-                    guard downstream.isActive else {
-                        proxy.close(promise: nil)
-                        return
-                    }
-                    self.proxy = proxy
-                    self.openTunnel(context: context, proxy: proxy, target: target, authorization: upstream.authorization)
-                }
-            }
-    }
-
-    /// https: the `CONNECT` goes on to the proxy; its answer decides.
-    private func openTunnel(context: ChannelHandlerContext, proxy: any Channel, target: String, authorization: String?) {
-        let downstream = context.channel
-        let connection = connection
-        let answer = ConnectAnswerReader { [self] status, reasonPhrase, authenticate, rest in
-            let status = status ?? 502
-            guard (200..<300).contains(status) else {
-                connection.record(target, .refused(status: status, reasonPhrase: reasonPhrase, authenticate: authenticate))
-                // AsyncHTTPClient turns a 407 into proxyAuthenticationRequired, anything else into
-                // invalidProxyResponse; the transfer asks the bridge for the status.
-                Self.answer(downstream, "\(status) \(status == 407 ? "Proxy Authentication Required" : "Refused")")
-                proxy.close(promise: nil)
-                return
-            }
-            connection.record(target, nil)
-            do {
-                try proxy.pipeline.syncOperations.addHandler(BridgeGate.pump(to: downstream))
-                try downstream.pipeline.syncOperations.addHandler(BridgeGate.pump(to: proxy))
-            } catch {
-                proxy.close(promise: nil)
-                downstream.close(promise: nil)
-                return
-            }
-            context.writeAndFlush(wrapOutboundOut(ByteBuffer(string: "HTTP/1.1 200 Connection established\r\n\r\n")), promise: nil)
-            // Bytes the proxy sent after its answer (the server's first TLS bytes) go on in order.
-            if rest.readableBytes > 0 { downstream.writeAndFlush(rest, promise: nil) }
-            handOver(context: context)
-        }
-        do {
-            try proxy.pipeline.syncOperations.addHandler(answer)
-        } catch {
-            proxy.close(promise: nil)
-            context.close(promise: nil)
-            return
-        }
-        var head = "CONNECT \(target) HTTP/1.1\r\nHost: \(target)\r\n"
-        if let authorization { head += "Proxy-Authorization: \(authorization)\r\n" }
-        proxy.writeAndFlush(ByteBuffer(string: head + "\r\n"), promise: nil)
-    }
-
     /// Leaves the channel to the handlers before this one, with what the client sent early.
     private func handOver(context: ChannelHandlerContext) {
-        proxy = nil
+        server = nil
         let rest = received
         received = ByteBuffer()
         let channel = context.channel
@@ -311,51 +196,6 @@ final class BridgeHandshake: ChannelInboundHandler, RemovableChannelHandler {
     private static func answer(_ channel: any Channel, _ status: String) {
         let text = "HTTP/1.1 \(status)\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
         channel.writeAndFlush(ByteBuffer(string: text)).whenComplete { _ in channel.close(promise: nil) }
-    }
-}
-
-/// Reads the proxy's answer to a forwarded `CONNECT` (status line and headers), then gets out of
-/// the way; `done` gets the status (nil when the proxy closed first), reason phrase,
-/// `Proxy-Authenticate` and the bytes after the head.
-final class ConnectAnswerReader: ChannelInboundHandler, RemovableChannelHandler {
-    typealias InboundIn = ByteBuffer
-
-    private var received = ByteBuffer()
-    private var done: ((Int?, String, String?, ByteBuffer) -> Void)?
-
-    init(_ done: @escaping (Int?, String, String?, ByteBuffer) -> Void) {
-        self.done = done
-    }
-
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        var bytes = unwrapInboundIn(data)
-        received.writeBuffer(&bytes)
-        guard let end = received.readableBytesView.firstRange(of: Array("\r\n\r\n".utf8)) else {
-            if received.readableBytes > 64 * 1024 { context.close(promise: nil) }
-            return
-        }
-        let head = received.readString(length: end.upperBound - received.readableBytesView.startIndex) ?? ""
-        let lines = head.split(separator: "\r\n")
-        let status = lines.first.map { $0.split(separator: " ", maxSplits: 2) } ?? []
-        let code = status.count >= 2 ? Int(status[1]) ?? 502 : 502
-        let phrase = status.count == 3 ? String(status[2]) : ""
-        let authenticate = lines.dropFirst().first { $0.lowercased().hasPrefix("proxy-authenticate:") }
-            .map { String($0.dropFirst("proxy-authenticate:".count)).trimmingCharacters(in: .whitespaces) }
-        let rest = received
-        received = ByteBuffer()
-        let callback = done
-        done = nil
-        context.pipeline.syncOperations.removeHandler(self).assumeIsolated().whenSuccess {
-            callback?(code, phrase, authenticate, rest)
-        }
-    }
-
-    func channelInactive(context: ChannelHandlerContext) {
-        // Closed before answering.
-        let callback = done
-        done = nil
-        callback?(nil, "", nil, ByteBuffer())
-        context.fireChannelInactive()
     }
 }
 

@@ -5,8 +5,10 @@ import NIOPosix
 import NIOSSL
 import NIOTLS
 
-/// How haul's loopback bridge reaches the server of a request that AsyncHTTPClient hands it.
-enum BridgeRoute: Sendable, Hashable {
+/// How a connection reaches the server of a request: the way haul's loopback bridge opens for the
+/// requests AsyncHTTPClient hands it, or (`origin(via: proxy, tls: false)`) the client's own
+/// `CONNECT` through a proxy, as a probe opens it again.
+enum UpstreamRoute: Sendable, Hashable {
     /// Plain http through a proxy: requests go to the proxy in absolute form (`GET http://host/path`).
     case absoluteForm(via: ProxySettings.Server)
     /// Requests go to the server in origin form (`GET /path`), over TLS when `tls`: straight, or
@@ -22,16 +24,23 @@ enum BridgeRoute: Sendable, Hashable {
     }
 }
 
-/// Opens the connection a request to `host:port` travels on, the way a `BridgeRoute` says: to the
+/// Opens the connection a request to `host:port` travels on, the way an `UpstreamRoute` says: to the
 /// proxy, through its `CONNECT` tunnel, or straight to the server, then TLS with the server.
 ///
 /// The bridge uses it for every connection; after a failure the transfer opens it once more (a
-/// probe) to learn why, since AsyncHTTPClient reports every refusal of its proxy without a reason.
+/// probe) to learn why, since AsyncHTTPClient reports every refusal of its proxy (or of the bridge)
+/// without a reason. Nothing is shared between the two: no map of refusals to race on.
 struct Upstream: Sendable {
-    var route: BridgeRoute
+    var route: UpstreamRoute
     var connectTimeout: TimeAmount
     /// For `origin(tls: true)`: the session's trust roots, full verification.
     var tls: NIOSSLContext?
+
+    init(route: UpstreamRoute, connectTimeout: TimeAmount, tls: NIOSSLContext? = nil) {
+        self.route = route
+        self.connectTimeout = connectTimeout
+        self.tls = tls
+    }
 
     /// Why the way to the server could not be opened, besides the connection and TLS errors of
     /// the server itself.
@@ -188,6 +197,51 @@ struct Upstream: Sendable {
             done.fail(ChannelError.eof)
             context.fireChannelInactive()
         }
+    }
+}
+
+/// Reads the proxy's answer to a `CONNECT` (status line and headers), then gets out of the way;
+/// `done` gets the status (nil when the proxy closed first), reason phrase, `Proxy-Authenticate`
+/// and the bytes after the head.
+final class ConnectAnswerReader: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = ByteBuffer
+
+    private var received = ByteBuffer()
+    private var done: ((Int?, String, String?, ByteBuffer) -> Void)?
+
+    init(_ done: @escaping (Int?, String, String?, ByteBuffer) -> Void) {
+        self.done = done
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        var bytes = unwrapInboundIn(data)
+        received.writeBuffer(&bytes)
+        guard let end = received.readableBytesView.firstRange(of: Array("\r\n\r\n".utf8)) else {
+            if received.readableBytes > 64 * 1024 { context.close(promise: nil) }
+            return
+        }
+        let head = received.readString(length: end.upperBound - received.readableBytesView.startIndex) ?? ""
+        let lines = head.split(separator: "\r\n")
+        let status = lines.first.map { $0.split(separator: " ", maxSplits: 2) } ?? []
+        let code = status.count >= 2 ? Int(status[1]) ?? 502 : 502
+        let phrase = status.count == 3 ? String(status[2]) : ""
+        let authenticate = lines.dropFirst().first { $0.lowercased().hasPrefix("proxy-authenticate:") }
+            .map { String($0.dropFirst("proxy-authenticate:".count)).trimmingCharacters(in: .whitespaces) }
+        let rest = received
+        received = ByteBuffer()
+        let callback = done
+        done = nil
+        context.pipeline.syncOperations.removeHandler(self).assumeIsolated().whenSuccess {
+            callback?(code, phrase, authenticate, rest)
+        }
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        // Closed before answering.
+        let callback = done
+        done = nil
+        callback?(nil, "", nil, ByteBuffer())
+        context.fireChannelInactive()
     }
 }
 

@@ -27,7 +27,7 @@ public final class TunnelProxy: @unchecked Sendable {
         refusals = refusing
         let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         self.listener = listener
-        var address = Self.loopback(port: 0)
+        var address = sockaddr_in.loopback(port: 0)
         let bound = withUnsafePointer(to: &address) { pointer in
             pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
         }
@@ -79,7 +79,7 @@ public final class TunnelProxy: @unchecked Sendable {
             return
         }
         let upstream = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        var address = Self.loopback(port: target)
+        var address = sockaddr_in.loopback(port: target)
         let connected = withUnsafePointer(to: &address) { pointer in
             pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(upstream, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
         }
@@ -126,17 +126,21 @@ public final class TunnelProxy: @unchecked Sendable {
         _ = bytes.withUnsafeBytes { write(socket, $0.baseAddress, $0.count) }
     }
 
-    private static func loopback(port: UInt16) -> sockaddr_in {
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = port.bigEndian
-        address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
-        return address
-    }
 }
 
 private extension Array where Element == UInt8 {
     func ends(with suffix: [UInt8]) -> Bool {
         count >= suffix.count && Array(self[(count - suffix.count)...]) == suffix
+    }
+}
+
+extension sockaddr_in {
+    /// 127.0.0.1:`port` (0: the kernel chooses).
+    public static func loopback(port: UInt16) -> sockaddr_in {
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = port.bigEndian
+        address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
+        return address
     }
 }

@@ -466,11 +466,28 @@ import Testing
             let id = try await h.session.schedule(try #require(URL(string: "https://files.haul-test.invalid/x.bin")), to: .file(h.path("x.bin")))
             let done = try await h.wait(id) { $0.state.isFinished }
             #expect(done.state == .failed(reason: reason))
-            #expect(proxy.requestLines == ["CONNECT files.haul-test.invalid:443 HTTP/1.1"], "asked once, not retried")
+            // The client's CONNECT, and the probe's that learns the status it does not report: not retried.
+            #expect(proxy.requestLines == ["CONNECT files.haul-test.invalid:443 HTTP/1.1", "CONNECT files.haul-test.invalid:443 HTTP/1.1"])
         }
     }
 
-    @Test("24: https still goes through CONNECT where the proxy allows it")
+    @Test("24: a proxy that refuses CONNECT with 503 is retried, an IPv6 target is said in brackets")
+    func aConnectRefusedFor503IsRetried() async throws {
+        let proxy = try TunnelProxy(tunnellingTo: 9, refusing: [443: "503 Service Unavailable", 8443: "403 Forbidden"])
+        defer { proxy.stop() }
+        try await Harness.with({ $0.proxies = ProxySettings(https: .init(host: "127.0.0.1", port: proxy.port)) }) { h in
+            let id = try await h.session.schedule(try #require(URL(string: "https://files.haul-test.invalid/x.bin")), to: .file(h.path("x.bin")))
+            let waiting = try await h.wait(id) { if case .waiting = $0.state { return true } else { return false } }
+            guard case .waiting(_, let reason) = waiting.state else { return }
+            #expect(reason == "proxy refused CONNECT to files.haul-test.invalid:443: 503")
+            let six = try await h.session.schedule(try #require(URL(string: "https://[::1]:8443/x.bin")), to: .file(h.path("y.bin")))
+            let done = try await h.wait(six) { $0.state.isFinished }
+            #expect(done.state == .failed(reason: "proxy refused CONNECT to [::1]:8443: 403"))
+        }
+        #expect(proxy.requestLines.contains("CONNECT [::1]:8443 HTTP/1.1"), "\(proxy.requestLines)")
+    }
+
+    @Test("24: https still goes through CONNECT where the proxy allows it, and CONNECTs at once get their own answers")
     func httpsGoesThroughConnect() async throws {
         let tls = try TLSFixture()
         defer { tls.remove() }
@@ -487,16 +504,29 @@ import Testing
             try await h.waitCompleted(id)
             #expect(sha256(ofFile: h.path("s.bin")) == server.sha256("/s.bin"))
             #expect(proxy.requestLines == ["CONNECT 127.0.0.1:\(server.port) HTTP/1.1"])
+            // CONNECTs at once to a refused target (squid-like: port 80) and an allowed one: each
+            // download gets its own answer (nothing is remembered by target to race on).
+            var ids: [DownloadID] = []
+            for index in 0..<4 {
+                ids.append(try await h.session.schedule(try #require(URL(string: "https://files.haul-test.invalid:80/r\(index).bin")), to: .file(h.path("r\(index).bin"))))
+                ids.append(try await h.session.schedule(server.url("/s.bin?\(index)"), to: .file(h.path("s\(index).bin"))))
+            }
+            for (index, id) in ids.enumerated() {
+                let done = try await h.wait(id) { $0.state.isFinished }
+                let expected: DownloadState = index.isMultiple(of: 2) ? .failed(reason: "proxy refused CONNECT to files.haul-test.invalid:80: 403") : .completed
+                #expect(done.state == expected)
+            }
         }
     }
 
-    @Test("24: a proxy that cannot be reached is said as such, and retried")
-    func anUnreachableProxyIsRetried() async throws {
+    @Test("24: a proxy that cannot be reached is said as such, and retried", arguments: ["http", "https"])
+    func anUnreachableProxyIsRetried(scheme: String) async throws {
         let gone = try await LoopbackServer.start()
         let port = gone.port
         await gone.shutdown()
-        try await Harness.with({ $0.proxies = ProxySettings(http: .init(host: "127.0.0.1", port: port)) }) { h in
-            let id = try await h.session.schedule(try #require(URL(string: "http://files.haul-test.invalid/x.bin")), to: .file(h.path("x.bin")))
+        let server = ProxySettings.Server(host: "127.0.0.1", port: port)
+        try await Harness.with({ $0.proxies = ProxySettings(http: server, https: server) }) { h in
+            let id = try await h.session.schedule(try #require(URL(string: "\(scheme)://files.haul-test.invalid/x.bin")), to: .file(h.path("x.bin")))
             let waiting = try await h.wait(id) { if case .waiting = $0.state { return true } else { return false } }
             guard case .waiting(_, let reason) = waiting.state else { return }
             #expect(reason == "cannot reach the proxy 127.0.0.1:\(port): connection refused")
