@@ -647,6 +647,11 @@ struct Transfer: Sendable {
         var facts = Self.facts(of: head)
         facts.sentCredentials = Redirects.sameOrigin(url, order.url)
             && (order.url.user != nil || order.options.headers.contains { $0.name.lowercased() == "authorization" })
+        // Plain http goes to the proxy in absolute form: its own error page comes back the same way
+        // (https answers come through the tunnel, from the server).
+        if url.scheme?.lowercased() == "http", let proxy = clients.proxy(for: url) {
+            facts.source = ResponseSource.of(headers: head.headers.map { ($0.name, $0.value) }, proxy: proxy.description)
+        }
         return facts
     }
 

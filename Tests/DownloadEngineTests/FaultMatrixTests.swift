@@ -519,6 +519,43 @@ import Testing
         }
     }
 
+    @Test("24: a proxy's own answer to plain http names the proxy; the server's passed on does not", arguments: [
+        // squid 5.7's page, as measured.
+        ("403 Forbidden\r\nServer: squid/5.7\r\nX-Squid-Error: ERR_ACCESS_DENIED 0\r\nVia: 1.1 vm (squid/5.7)", "HTTP 403 Forbidden (from the proxy PROXY)"),
+        // tinyproxy 1.11's (NIO keeps the standard phrase of a known status).
+        ("403 Filtered\r\nServer: tinyproxy/1.11.1", "HTTP 403 Forbidden (from the proxy PROXY)"),
+        ("403 Forbidden\r\nProxy-Status: cache.example; error=http_request_denied", "HTTP 403 Forbidden (from the proxy PROXY)"),
+        // Nothing says whose it is.
+        ("403 Forbidden", "HTTP 403 Forbidden (from the proxy PROXY or the server behind it)"),
+        ("404 Not Found", "HTTP 404 Not Found"),
+    ])
+    func aProxysOwnAnswerNamesTheProxy(answer: String, reason: String) async throws {
+        let proxy = try TunnelProxy(tunnellingTo: 9, answeringAbsoluteForm: answer)
+        defer { proxy.stop() }
+        try await Harness.with({ $0.proxies = ProxySettings(http: .init(host: "127.0.0.1", port: proxy.port)) }) { h in
+            let id = try await h.session.schedule(try #require(URL(string: "http://files.haul-test.invalid/x.bin")), to: .file(h.path("x.bin")))
+            let done = try await h.wait(id) { $0.state.isFinished }
+            #expect(done.state == .failed(reason: reason.replacingOccurrences(of: "PROXY", with: "127.0.0.1:\(proxy.port)")))
+        }
+    }
+
+    @Test("24: the server's 403 passed on by a proxy (which adds Via) reads as the server's")
+    func theServers403PassedOnByAProxyIsTheServers() async throws {
+        try await Harness.with { h in
+            let proxy = try TunnelProxy(tunnellingTo: h.server.port)
+            defer { proxy.stop() }
+            var faults = Faults()
+            faults.fixedStatus = 403
+            faults.headers = ["Via: 1.1 vm (squid/5.7)"]
+            h.server.serve("/f.bin", size: 10, faults: faults)
+            try await Harness.with({ $0.proxies = ProxySettings(http: .init(host: "127.0.0.1", port: proxy.port)) }) { p in
+                let id = try await p.session.schedule(try #require(URL(string: "http://files.haul-test.invalid/f.bin")), to: .file(p.path("f.bin")))
+                let done = try await p.wait(id) { $0.state.isFinished }
+                #expect(done.state == .failed(reason: "HTTP 403 Forbidden"))
+            }
+        }
+    }
+
     @Test("24: a proxy that cannot be reached is said as such, and retried", arguments: ["http", "https"])
     func anUnreachableProxyIsRetried(scheme: String) async throws {
         let gone = try await LoopbackServer.start()

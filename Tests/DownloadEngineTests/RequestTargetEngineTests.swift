@@ -28,12 +28,13 @@ import Testing
             let done = try await h.waitCompleted(id)
             #expect(done.completedPath == h.path("caf%E9.bin"), "named as written: the escape is not UTF-8")
             #expect(sha256(ofFile: h.path("caf%E9.bin")) == h.server.sha256("/dir/caf%E9.bin"))
+            // Every request (a retry on a starved machine included) carries the target as written.
             let gets = h.gets("/dir/caf%E9.bin")
-            #expect(gets.map(\.target) == ["/dir/caf%E9.bin?v=%FF"])
+            #expect(Set(gets.map(\.target)) == ["/dir/caf%E9.bin?v=%FF"])
             #expect(gets.first?.host == "127.0.0.1:\(h.server.port)")
             #expect(gets.first?.headers.contains("Authorization: Basic dTpw") == true, "credentials go to the URL's origin")
             #expect(gets.first?.headers.contains { $0.lowercased().hasPrefix("x-haul") } == false, "the bridge's header stays in haul")
-            #expect(h.server.requests().count == 1, "the placeholder never reaches the server: \(h.server.requests().map(\.target))")
+            #expect(Set(h.server.requests().map(\.target)) == ["/dir/caf%E9.bin?v=%FF"], "the placeholder never reaches the server")
         }
     }
 
@@ -77,7 +78,7 @@ import Testing
             try await h.waitCompleted(id)
             #expect(sha256(ofFile: h.path("s.bin")) == server.sha256("/caf%E9.bin"))
         }
-        #expect(server.requests().map(\.target) == ["/caf%E9.bin"])
+        #expect(Set(server.requests().map(\.target)) == ["/caf%E9.bin"])
         #expect(server.requests().first?.host == "127.0.0.1:\(server.port)")
     }
 
@@ -91,7 +92,7 @@ import Testing
                 try await p.waitCompleted(id)
                 #expect(sha256(ofFile: p.path("c.bin")) == h.server.sha256("/caf%E9.bin"))
             }
-            #expect(proxy.requestLines == ["GET http://files.haul-test.invalid/caf%E9.bin HTTP/1.1"])
+            #expect(Set(proxy.requestLines) == ["GET http://files.haul-test.invalid/caf%E9.bin HTTP/1.1"])
             #expect(proxy.requestHeads.first?.contains("Proxy-Authorization: Basic dTpw") == true)
             #expect(proxy.requestHeads.first?.contains("Host: files.haul-test.invalid\r\n") == true)
         }
@@ -110,9 +111,9 @@ import Testing
             try await h.waitCompleted(id)
             #expect(sha256(ofFile: h.path("s.bin")) == server.sha256("/caf%E9.bin"))
         }
-        #expect(proxy.requestLines == ["CONNECT 127.0.0.1:\(server.port) HTTP/1.1"])
+        #expect(Set(proxy.requestLines) == ["CONNECT 127.0.0.1:\(server.port) HTTP/1.1"])
         #expect(proxy.requestHeads.first?.contains("Proxy-Authorization: Basic dTpw") == true)
-        #expect(server.requests().map(\.target) == ["/caf%E9.bin"])
+        #expect(Set(server.requests().map(\.target)) == ["/caf%E9.bin"])
         #expect(server.requests().first?.headers.contains { $0.lowercased().hasPrefix("proxy-") } == false, "the proxy's credentials stay with the proxy")
     }
 
