@@ -98,7 +98,8 @@ struct Upstream: Sendable {
             done.fail(route.proxy != nil && !tunnelled(channel) ? Failure.proxyTimedOut : Failure.handshakeTimedOut)
         }
         done.futureResult.whenComplete { _ in timer.cancel() }
-        // What a proxy sent after accepting `CONNECT` is the server's: it goes on through TLS.
+        // What a proxy sent after accepting `CONNECT` is the server's: it goes on through TLS. (The
+        // one route with `CONNECT` and no TLS is the probe of the client's own, which closes at once.)
         var steps = loop.makeSucceededFuture(ByteBuffer())
         if case .origin(let proxy?, _) = route {
             steps = Self.connect(channel, to: host, port: port, authorization: proxy.authorization)
