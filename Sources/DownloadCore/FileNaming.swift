@@ -94,7 +94,8 @@ extension URL {
             components.port = nil
         }
         components.fragment = nil
-        if components.path.isEmpty { components.path = "/" }
+        // The path as written: decoded, one that is not UTF-8 (`/caf%E9.bin`) would read as empty.
+        if components.percentEncodedPath.isEmpty { components.percentEncodedPath = "/" }
         return components.string ?? absoluteString
     }
 }

@@ -70,26 +70,45 @@ public enum RequestTarget {
         return path + (url.query.map { "?" + $0 } ?? "")
     }
 
-    /// Why `url` cannot be requested exactly as written, or nil when it can.
-    public static func problem(_ url: URL) -> String? {
-        guard sent(url) != expected(url) else { return nil }
-        let escape = firstNonUTF8Escape(in: expected(url)).map { " (\($0))" } ?? ""
-        return "its path holds an escape of a byte that is not UTF-8\(escape), which haul cannot send as written"
+    /// Whether the HTTP client puts exactly `expected(url)` in the request line; when it does not, a
+    /// request for `url` goes out with a `placeholder(for:)` and the target is set by haul's loopback
+    /// bridge (`/caf%E9.bin`, as curl and wget send it).
+    public static func isExpressible(_ url: URL) -> Bool {
+        sent(url) == expected(url)
     }
 
-    /// The first `%XX` of `text` that starts no valid UTF-8 character with the escapes after it.
-    static func firstNonUTF8Escape(in text: String) -> String? {
-        let bytes = Array(text.utf8)
-        var index = 0
-        while index < bytes.count {
-            guard let (sequence, end) = escapedCharacter(bytes, at: index) else {
-                index += 1
-                continue
-            }
-            if String(validating: sequence, as: UTF8.self) == nil { return String(decoding: bytes[index..<index + 3], as: UTF8.self) }
-            index = end
-        }
-        return nil
+    /// A URL the HTTP client can express for a request to `url` whose request line is set by the
+    /// bridge: plain `http` with the port written out (the bridge speaks TLS itself for `https`), the
+    /// same host, the query as written, and the path with every `%` written `%25`.
+    ///
+    /// The path decodes to ASCII, so the client keeps it; and a server that ever saw it would take it
+    /// for a literal name (`/caf%25E9.bin` is `caf%E9.bin`), never for the resource, nor for `/`.
+    /// Nil when no such URL can be made.
+    public static func placeholder(for url: URL) -> URL? {
+        guard var components = URLComponents(url: url, resolvingAgainstBaseURL: true), let scheme = components.scheme?.lowercased() else { return nil }
+        components.percentEncodedPath = components.percentEncodedPath.replacingOccurrences(of: "%", with: "%25")
+        components.port = components.port ?? (scheme == "https" ? 443 : 80)
+        components.scheme = "http"
+        components.user = nil
+        components.password = nil
+        components.fragment = nil
+        guard let placeholder = components.url, isExpressible(placeholder) else { return nil }
+        return placeholder
+    }
+
+    /// The `Host` header of a request to `url`, as the HTTP client writes it: the host (an IPv6
+    /// address in brackets) and the port when it is not the scheme's default.
+    public static func authority(_ url: URL) -> String {
+        let host = URLComponents(url: url, resolvingAgainstBaseURL: true)?.percentEncodedHost ?? url.host ?? ""
+        let standard = url.scheme?.lowercased() == "https" ? 443 : 80
+        return url.port.map { $0 == standard ? host : "\(host):\($0)" } ?? host
+    }
+
+    /// Why `url` cannot be requested exactly as written, or nil when it can (by the HTTP client
+    /// itself, or through the bridge with a placeholder).
+    public static func problem(_ url: URL) -> String? {
+        guard !isExpressible(url), placeholder(for: url) == nil else { return nil }
+        return "its target cannot be sent as written"
     }
 
     /// The bytes of the escaped character at `index` (a lead byte and as many continuation escapes

@@ -88,6 +88,9 @@ public struct ResponseFacts: Sendable, Hashable {
     /// The request carried credentials (`user:pass@` in the URL or an `Authorization` header): a
     /// 401 then means they were refused, not that they are missing.
     public var sentCredentials: Bool = false
+    /// For a request through a proxy in absolute form, whether the proxy answered itself; nil for
+    /// the server's answer (or no proxy).
+    public var source: ResponseSource?
 
     public init(
         status: Int, reasonPhrase: String = "", contentLength: Int64? = nil, contentRange: String? = nil,
@@ -112,10 +115,10 @@ public struct ResponseFacts: Sendable, Hashable {
         return type.isEmpty ? nil : TerminalText.sanitize(String(type.prefix(80)))
     }
 
-    /// "HTTP 404 Not Found".
+    /// "HTTP 404 Not Found"; "HTTP 403 Forbidden (from the proxy 127.0.0.1:3128)" for a proxy's own.
     public var statusText: String {
         let phrase = TerminalText.sanitize(reasonPhrase).trimmingCharacters(in: .whitespaces)
-        return phrase.isEmpty ? "HTTP \(status)" : "HTTP \(status) \(phrase)"
+        return (phrase.isEmpty ? "HTTP \(status)" : "HTTP \(status) \(phrase)") + (source?.suffix(status: status) ?? "")
     }
 
     /// Why a 4xx fails the download; a 401 or 407 names the credentials the server asks for.

@@ -3,13 +3,15 @@ import DownloadCore
 import Foundation
 import NIOCore
 import NIOSSL
+import Synchronization
 
-/// The HTTP clients of a session: one that connects directly and, per proxy, one for http URLs and
-/// one for https URLs (AsyncHTTPClient takes its proxy per client), all with the same timeouts and
-/// trust roots.
+/// The HTTP clients of a session: one that connects directly, one per proxy that reaches it with
+/// its own `CONNECT` (https), and the clients of haul's loopback bridges, all with the same timeouts
+/// and trust roots.
 ///
-/// The proxied clients reach their proxy through a `ProxyBridge` on 127.0.0.1, so that plain http
-/// goes to the proxy in absolute form and a refused `CONNECT` can be said with its status.
+/// A bridge (`ProxyBridge`) is started on first use: for plain http through a proxy (absolute
+/// form), and for a URL whose target the client cannot express (`/caf%E9.bin`), which then goes
+/// out as a placeholder with its target in `X-Haul-Target`. Any other URL never meets one.
 struct HTTPClients: Sendable {
     struct Settings: Sendable {
         var connectTimeout: TimeAmount
@@ -18,57 +20,127 @@ struct HTTPClients: Sendable {
         var proxies: ProxySettings
     }
 
-    /// The clients that reach one proxy, and the bridge they reach it through.
-    private struct Proxied: Sendable {
-        var http: HTTPClient
-        var https: HTTPClient
-        /// Nil only if no loopback port could be had: then AsyncHTTPClient's own CONNECT is used.
-        var bridge: ProxyBridge?
+    /// How a request for one URL goes out.
+    struct Route: Sendable {
+        /// Who opens the way to the server, and how (`Upstream`, as a probe opens it again).
+        enum Way: Sendable {
+            /// The client connects to the server itself.
+            case direct
+            /// The client connects to the proxy and asks it for a tunnel (`CONNECT`) itself.
+            case proxyConnect(Upstream)
+            /// The client goes through one of haul's bridges, which opens the way so.
+            case bridge(Upstream)
+        }
+
+        var client: HTTPClient
+        var way: Way
+        /// The request goes out as `RequestTarget.placeholder`, its target in `X-Haul-Target`.
+        var setsTarget: Bool
     }
 
     private let direct: HTTPClient
-    private let proxied: [ProxySettings.Server: Proxied]
+    /// Per proxy, a client that reaches it with its own `CONNECT`.
+    private let tunnelling: [ProxySettings.Server: HTTPClient]
     private let proxies: ProxySettings
+    private let connectTimeout: TimeAmount
+    private let bridges: Bridges
 
     init(_ settings: Settings) {
         proxies = settings.proxies
+        connectTimeout = settings.connectTimeout
         direct = Self.client(settings, proxy: nil)
-        var proxied: [ProxySettings.Server: Proxied] = [:]
-        for server in [settings.proxies.http, settings.proxies.https].compactMap({ $0 }) where proxied[server] == nil {
-            guard let bridge = try? ProxyBridge(upstream: server, group: HTTPClient.defaultEventLoopGroup, connectTimeout: settings.connectTimeout) else {
-                // No bridge: one client straight to the proxy (CONNECT for every URL).
-                let client = Self.client(settings, proxy: server)
-                proxied[server] = Proxied(http: client, https: client, bridge: nil)
-                continue
-            }
-            func via(_ port: Int) -> HTTPClient {
-                // The bridge adds the proxy's credentials itself.
-                Self.client(settings, proxy: ProxySettings.Server(host: "127.0.0.1", port: port))
-            }
-            proxied[server] = Proxied(http: via(bridge.absoluteFormPort), https: via(bridge.tunnelPort), bridge: bridge)
+        bridges = Bridges(settings)
+        var tunnelling: [ProxySettings.Server: HTTPClient] = [:]
+        for server in [settings.proxies.http, settings.proxies.https].compactMap({ $0 }) where tunnelling[server] == nil {
+            tunnelling[server] = Self.client(settings, proxy: server)
         }
-        self.proxied = proxied
+        self.tunnelling = tunnelling
     }
 
-    /// The client for a request to `url` (by its scheme and `no_proxy`).
-    func client(for url: URL) -> HTTPClient {
-        guard let server = proxies.server(for: url), let clients = proxied[server] else { return direct }
-        return url.scheme?.lowercased() == "https" ? clients.https : clients.http
+    /// The route of a request to `url` (by its scheme, `no_proxy`, and whether the client can
+    /// express its target); nil when it cannot be sent as written (no bridge could start).
+    func route(for url: URL) -> Route? {
+        let https = url.scheme?.lowercased() == "https"
+        let proxy = proxies.server(for: url)
+        let expressible = RequestTarget.isExpressible(url)
+        if let proxy, !https {
+            // Absolute form through a bridge; the bridge sets an exact target too.
+            if let (client, upstream) = bridges.client(for: .absoluteForm(via: proxy)) {
+                return Route(client: client, way: .bridge(upstream), setsTarget: !expressible)
+            }
+            // No bridge: the client's own CONNECT (which squid refuses for port 80).
+            return expressible ? tunnelled(through: proxy) : nil
+        }
+        if expressible {
+            guard let proxy else { return Route(client: direct, way: .direct, setsTarget: false) }
+            return tunnelled(through: proxy)
+        }
+        guard let (client, upstream) = bridges.client(for: .origin(via: proxy, tls: https)) else { return nil }
+        return Route(client: client, way: .bridge(upstream), setsTarget: true)
     }
 
-    /// The proxy `url` goes through and why it last refused a tunnel to the URL's host, if it did.
-    func proxyRefusal(for url: URL) -> (proxy: ProxySettings.Server, refusal: ProxyRefusal?)? {
-        guard let server = proxies.server(for: url), let clients = proxied[server], let host = url.host else { return nil }
-        let port = url.port ?? (url.scheme?.lowercased() == "https" ? 443 : 80)
-        return (server, clients.bridge?.refusal(host: host, port: port))
+    private func tunnelled(through proxy: ProxySettings.Server) -> Route? {
+        tunnelling[proxy].map { client in
+            Route(client: client, way: .proxyConnect(Upstream(route: .origin(via: proxy, tls: false), connectTimeout: connectTimeout)), setsTarget: false)
+        }
+    }
+
+    /// The proxy a request to `url` goes through, if any.
+    func proxy(for url: URL) -> ProxySettings.Server? {
+        proxies.server(for: url)
     }
 
     func shutdown() async {
         try? await direct.shutdown()
-        for clients in proxied.values {
-            try? await clients.http.shutdown()
-            if clients.https !== clients.http { try? await clients.https.shutdown() }
-            await clients.bridge?.shutdown()
+        for client in tunnelling.values {
+            try? await client.shutdown()
+        }
+        await bridges.shutdown()
+    }
+
+    /// haul's bridges and their clients, each started on first use.
+    private final class Bridges: Sendable {
+        private struct Started: Sendable {
+            var bridge: ProxyBridge
+            var client: HTTPClient
+            var upstream: Upstream
+        }
+
+        private let settings: Settings
+        private let started = Mutex<[UpstreamRoute: Started]>([:])
+
+        init(_ settings: Settings) {
+            self.settings = settings
+        }
+
+        /// The client that goes through the bridge for `route`, and the bridge's way on; nil when
+        /// no bridge can start.
+        func client(for route: UpstreamRoute) -> (HTTPClient, Upstream)? {
+            started.withLock { started in
+                if let bridged = started[route] { return (bridged.client, bridged.upstream) }
+                var upstream = Upstream(route: route, connectTimeout: settings.connectTimeout)
+                if case .origin(_, true) = route {
+                    // The bridge speaks TLS with the server in the client's place, trusting what it trusts.
+                    guard let tls = started.values.lazy.compactMap(\.upstream.tls).first ?? Upstream.tlsContext(trusting: settings.caCertificates) else { return nil }
+                    upstream.tls = tls
+                }
+                guard let bridge = try? ProxyBridge(upstream, group: HTTPClient.defaultEventLoopGroup) else { return nil }
+                // The bridge adds the proxy's credentials itself.
+                let client = HTTPClients.client(settings, proxy: .init(host: "127.0.0.1", port: bridge.port))
+                started[route] = Started(bridge: bridge, client: client, upstream: upstream)
+                return (client, upstream)
+            }
+        }
+
+        func shutdown() async {
+            let all = started.withLock { started in
+                defer { started = [:] }
+                return Array(started.values)
+            }
+            for bridged in all {
+                try? await bridged.client.shutdown()
+                await bridged.bridge.shutdown()
+            }
         }
     }
 

@@ -8,72 +8,46 @@ import Foundation
 import NIOCore
 import NIOHTTP1
 import NIOPosix
-import Synchronization
 
-/// A forward proxy on 127.0.0.1 that AsyncHTTPClient uses in place of the real one, so that plain
-/// http reaches the real proxy in absolute form (`GET http://host/path`), as curl and wget send it.
+/// A forward proxy on 127.0.0.1 that AsyncHTTPClient uses in place of the real one, for what the
+/// client cannot do itself. AsyncHTTPClient 1.37 reaches every URL through a proxy with `CONNECT`
+/// (http included), cannot send an absolute-form target, and builds the request target from
+/// Foundation's decoded path (`/caf%E9.bin` would go out as `/`).
 ///
-/// AsyncHTTPClient 1.37 reaches every URL through a proxy with `CONNECT` (http included) and cannot
-/// send an absolute-form target; squid's default policy refuses `CONNECT` to port 80. The bridge has
-/// two listeners:
-/// - `absoluteFormPort` (http URLs): it answers `CONNECT host:port` itself with 200, once the real
-///   proxy is connected, then reads the HTTP/1.1 requests inside that tunnel and forwards each to the
-///   real proxy in absolute form (with `Proxy-Authorization`); the proxy's responses go back byte for
-///   byte, on the same connection, however many requests it carries.
-/// - `tunnelPort` (https URLs): it forwards the `CONNECT` to the real proxy and, once accepted, copies
-///   bytes both ways. It exists to learn why a proxy refused: AsyncHTTPClient reports every refusal
-///   as `invalidProxyResponse`, without the status, so the bridge remembers it by target (`refusal`).
+/// One bridge, one listener, one way on (`Upstream`): the bridge answers `CONNECT host:port` itself
+/// with 200 once that way is open (to the proxy for absolute form; to the server, straight or
+/// through the proxy's `CONNECT`, over TLS for https), then reads the HTTP/1.1 requests inside
+/// that tunnel and forwards each, with the target of its `X-Haul-Target` header when it has one:
+/// to the proxy in absolute form (with `Proxy-Authorization`), or to the server in origin form.
+/// Responses go back byte for byte, on the same connection, however many requests it carries.
+/// A way that cannot be opened is answered with 502 (the transfer's probe says why).
 ///
 /// Both sides of a connection close together; reading stops on one side while the other cannot take
 /// more (no body is ever held whole).
 final class ProxyBridge: Sendable {
-    /// The proxy the bridge forwards to.
-    let upstream: ProxySettings.Server
-    let absoluteFormPort: Int
-    let tunnelPort: Int
-    private let listeners: [EventLoopFuture<any Channel>]
-    private let refusals = ProxyRefusals()
+    let port: Int
+    private let listener: EventLoopFuture<any Channel>
 
     struct StartFailure: Error {}
 
-    /// Listens on two loopback ports. The sockets are bound and listening when this returns (no
-    /// wait for an event loop: connections queue in the kernel until the channels are registered).
-    init(upstream: ProxySettings.Server, group: any EventLoopGroup, connectTimeout: TimeAmount) throws(StartFailure) {
-        self.upstream = upstream
-        let (absoluteSocket, absolutePort) = try Self.listeningSocket()
-        let tunnelSocket: Int32
-        do {
-            (tunnelSocket, tunnelPort) = try Self.listeningSocket()
-        } catch {
-            close(absoluteSocket)
-            throw error
-        }
-        absoluteFormPort = absolutePort
-        let refusals = refusals
-        func listener(_ socket: Int32, _ mode: BridgeConnection.Mode) -> EventLoopFuture<any Channel> {
-            ServerBootstrap(group: group)
-                .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
-                .childChannelInitializer { channel in
-                    channel.eventLoop.makeCompletedFuture {
-                        let connection = BridgeConnection(mode: mode, upstream: upstream, connectTimeout: connectTimeout, refusals: refusals)
-                        try channel.pipeline.syncOperations.addHandler(BridgeHandshake(connection))
-                    }
+    /// Listens on a loopback port. The socket is bound and listening when this returns (no wait
+    /// for an event loop: connections queue in the kernel until the channel is registered).
+    init(_ upstream: Upstream, group: any EventLoopGroup) throws(StartFailure) {
+        let socket: Int32
+        (socket, port) = try Self.listeningSocket()
+        listener = ServerBootstrap(group: group)
+            .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+            .childChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(BridgeHandshake(upstream))
                 }
-                .withBoundSocket(socket)
-        }
-        listeners = [listener(absoluteSocket, .absoluteForm), listener(tunnelSocket, .tunnel)]
+            }
+            .withBoundSocket(socket)
     }
 
-    /// Why the proxy last refused a `CONNECT` to `host:port`, if it did.
-    func refusal(host: String, port: Int) -> ProxyRefusal? {
-        refusals["\(host):\(port)"]
-    }
-
-    /// Stops listening; open tunnels end with their connections.
+    /// Stops listening; open connections end with their clients.
     func shutdown() async {
-        for listener in listeners {
-            try? await listener.get().close()
-        }
+        try? await listener.get().close()
     }
 
     /// A TCP socket on 127.0.0.1 with a port of the kernel's choice, listening.
@@ -103,68 +77,20 @@ final class ProxyBridge: Sendable {
     }
 }
 
-/// Why the real proxy would not carry a request, as the bridge saw it.
-enum ProxyRefusal: Sendable, Hashable {
-    /// The proxy answered `CONNECT` with this status (and `Proxy-Authenticate` for a 407).
-    case refused(status: Int, reasonPhrase: String, authenticate: String?)
-    /// The proxy could not be reached.
-    case unreachable(String)
-}
-
-/// The latest refusal of each `CONNECT` target (`host:port`), shared by the bridge's connections.
-final class ProxyRefusals: Sendable {
-    private let byTarget = Mutex<[String: ProxyRefusal]>([:])
-
-    subscript(target: String) -> ProxyRefusal? {
-        get { byTarget.withLock { $0[target] } }
-        set { byTarget.withLock { $0[target] = newValue } }
-    }
-}
-
-/// One connection from AsyncHTTPClient to the bridge and, once its `CONNECT` arrived, the one to
-/// the real proxy. Lives on the event loop of the first (the second is made on the same loop).
-final class BridgeConnection {
-    enum Mode: Sendable {
-        case absoluteForm
-        case tunnel
-    }
-
-    let mode: Mode
-    let upstream: ProxySettings.Server
-    let connectTimeout: TimeAmount
-    let refusals: ProxyRefusals
-
-    init(mode: Mode, upstream: ProxySettings.Server, connectTimeout: TimeAmount, refusals: ProxyRefusals) {
-        self.mode = mode
-        self.upstream = upstream
-        self.connectTimeout = connectTimeout
-        self.refusals = refusals
-    }
-
-    /// `Proxy-Authorization` for the real proxy, when its URL has `user:password@`.
-    var authorization: String? {
-        upstream.user.map { user in "Basic " + Data("\(user):\(upstream.password ?? "")".utf8).base64EncodedString() }
-    }
-
-    func record(_ target: String, _ refusal: ProxyRefusal?) {
-        refusals[target] = refusal
-    }
-}
-
-/// Reads the `CONNECT host:port` that opens a connection to the bridge, connects to the real proxy,
-/// and hands both channels to the handlers of the connection's mode.
+/// Reads the `CONNECT host:port` that opens a connection to the bridge, opens the way on, and hands
+/// both channels to the handlers that forward requests.
 final class BridgeHandshake: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
 
-    private let connection: BridgeConnection
+    private let upstream: Upstream
     private var received = ByteBuffer()
     private var started = false
-    /// The connection to the real proxy, until the handlers of the mode own it.
-    private var proxy: (any Channel)?
+    /// The connection on (to the proxy or the server), until the forwarding handlers own it.
+    private var server: (any Channel)?
 
-    init(_ connection: BridgeConnection) {
-        self.connection = connection
+    init(_ upstream: Upstream) {
+        self.upstream = upstream
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -178,16 +104,22 @@ final class BridgeHandshake: ChannelInboundHandler, RemovableChannelHandler {
         let headLength = end.upperBound - received.readableBytesView.startIndex
         let head = received.readString(length: headLength) ?? ""
         let words = (head.split(separator: "\r\n", maxSplits: 1).first ?? "").split(separator: " ")
-        guard words.count == 3, words[0] == "CONNECT", let colon = words[1].lastIndex(of: ":"), let port = Int(words[1][words[1].index(after: colon)...]) else {
+        guard words.count == 3, words[0] == "CONNECT", let (host, port) = Self.hostAndPort(words[1]) else {
             Self.answer(context.channel, "405 Method Not Allowed")
             return
         }
         started = true
-        let target = String(words[1])
-        let host = String(words[1][..<colon])
         // Nothing else is read until the tunnel is up (the client sends nothing before the 200).
         try? context.channel.syncOptions?.setOption(.autoRead, value: false)
-        connectUpstream(context: context, target: target, host: host, port: port)
+        open(context: context, host: host, port: port)
+    }
+
+    /// `host` and `port` of a `CONNECT` target: `files.example:443`, `[::1]:8443` (no brackets kept).
+    static func hostAndPort(_ target: Substring) -> (String, Int)? {
+        guard let colon = target.lastIndex(of: ":"), let port = Int(target[target.index(after: colon)...]), (1...65535).contains(port) else { return nil }
+        var host = target[..<colon]
+        if host.hasPrefix("["), host.hasSuffix("]") { host = host.dropFirst().dropLast() }
+        return host.isEmpty ? nil : (String(host), port)
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
@@ -195,54 +127,52 @@ final class BridgeHandshake: ChannelInboundHandler, RemovableChannelHandler {
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        // The client gave up before the tunnel was up (a proxy that does not answer CONNECT).
-        proxy?.close(promise: nil)
-        proxy = nil
+        // The client gave up before the way on was open (it has its own connect timeout).
+        server?.close(promise: nil)
+        server = nil
         context.fireChannelInactive()
     }
 
-    private func connectUpstream(context: ChannelHandlerContext, target: String, host: String, port: Int) {
+    /// Opens the way to `host:port`; requests inside the bridge's own tunnel go on in absolute form
+    /// (to a proxy) or origin form (to the server).
+    private func open(context: ChannelHandlerContext, host: String, port: Int) {
         let downstream = context.channel
-        let connection = connection
-        let upstream = connection.upstream
-        ClientBootstrap(group: context.eventLoop)
-            .channelOption(.socketOption(.tcp_nodelay), value: 1)
-            .connectTimeout(connection.connectTimeout)
-            .connect(host: upstream.host, port: upstream.port)
-            .assumeIsolated()
-            .whenComplete { result in
-                switch result {
-                case .failure(let error):
-                    connection.record(target, .unreachable("cannot reach the proxy \(upstream): \(Transfer.describe(error))"))
-                    Self.answer(downstream, "502 Bad Gateway")
-                case .success(let proxy):
-                    guard downstream.isActive else {
-                        proxy.close(promise: nil)
-                        return
-                    }
-                    self.proxy = proxy
-                    switch connection.mode {
-                    case .absoluteForm:
-                        self.openAbsoluteForm(context: context, proxy: proxy, host: host, port: port)
-                    case .tunnel:
-                        self.openTunnel(context: context, proxy: proxy, target: target)
-                    }
+        let upstream = upstream
+        upstream.open(host: host, port: port, on: context.eventLoop).assumeIsolated().whenComplete { result in
+            switch result {
+            case .failure:
+                // AsyncHTTPClient says only `invalidProxyResponse`: the transfer opens the way
+                // once more (`Upstream.probe`) to say why.
+                Self.answer(downstream, "502 Bad Gateway")
+            case .success(let server):
+                guard downstream.isActive else {
+                    server.close(promise: nil)
+                    return
                 }
+                let form: RequestForwarder.Form
+                switch upstream.route {
+                case .absoluteForm(let proxy):
+                    let name = host.contains(":") ? "[\(host)]" : host
+                    form = .absolute(authority: port == 80 ? name : "\(name):\(port)", authorization: proxy.authorization)
+                case .origin:
+                    form = .origin
+                }
+                self.server = server
+                self.forward(context: context, to: server, form: form)
             }
+        }
     }
 
-    /// http: the tunnel is the bridge's own; requests inside it go to the proxy in absolute form.
-    private func openAbsoluteForm(context: ChannelHandlerContext, proxy: any Channel, host: String, port: Int) {
+    private func forward(context: ChannelHandlerContext, to server: any Channel, form: RequestForwarder.Form) {
         let downstream = context.channel
-        let authority = port == 80 ? host : "\(host):\(port)"
         do {
-            try proxy.pipeline.syncOperations.addHandler(BridgeGate.pump(to: downstream))
+            try server.pipeline.syncOperations.addHandler(BridgeGate.pump(to: downstream))
             let pipeline = downstream.pipeline.syncOperations
-            try pipeline.addHandler(BridgeGate(partner: proxy))
+            try pipeline.addHandler(BridgeGate(partner: server))
             try pipeline.addHandler(ByteToMessageHandler(HTTPRequestDecoder(leftOverBytesStrategy: .forwardBytes)))
-            try pipeline.addHandler(AbsoluteFormForwarder(authority: authority, authorization: connection.authorization, proxy: proxy))
+            try pipeline.addHandler(RequestForwarder(form: form, server: server))
         } catch {
-            proxy.close(promise: nil)
+            server.close(promise: nil)
             context.close(promise: nil)
             return
         }
@@ -250,48 +180,9 @@ final class BridgeHandshake: ChannelInboundHandler, RemovableChannelHandler {
         handOver(context: context)
     }
 
-    /// https: the `CONNECT` goes on to the proxy; its answer decides.
-    private func openTunnel(context: ChannelHandlerContext, proxy: any Channel, target: String) {
-        let downstream = context.channel
-        let connection = connection
-        let answer = ConnectAnswerReader { [self] status, reasonPhrase, authenticate, rest in
-            guard (200..<300).contains(status) else {
-                connection.record(target, .refused(status: status, reasonPhrase: reasonPhrase, authenticate: authenticate))
-                // AsyncHTTPClient turns a 407 into proxyAuthenticationRequired, anything else into
-                // invalidProxyResponse; the transfer asks the bridge for the status.
-                Self.answer(downstream, "\(status) \(status == 407 ? "Proxy Authentication Required" : "Refused")")
-                proxy.close(promise: nil)
-                return
-            }
-            connection.record(target, nil)
-            do {
-                try proxy.pipeline.syncOperations.addHandler(BridgeGate.pump(to: downstream))
-                try downstream.pipeline.syncOperations.addHandler(BridgeGate.pump(to: proxy))
-            } catch {
-                proxy.close(promise: nil)
-                downstream.close(promise: nil)
-                return
-            }
-            context.writeAndFlush(wrapOutboundOut(ByteBuffer(string: "HTTP/1.1 200 Connection established\r\n\r\n")), promise: nil)
-            // Bytes the proxy sent after its answer (the server's first TLS bytes) go on in order.
-            if rest.readableBytes > 0 { downstream.writeAndFlush(rest, promise: nil) }
-            handOver(context: context)
-        }
-        do {
-            try proxy.pipeline.syncOperations.addHandler(answer)
-        } catch {
-            proxy.close(promise: nil)
-            context.close(promise: nil)
-            return
-        }
-        var head = "CONNECT \(target) HTTP/1.1\r\nHost: \(target)\r\n"
-        if let authorization = connection.authorization { head += "Proxy-Authorization: \(authorization)\r\n" }
-        proxy.writeAndFlush(ByteBuffer(string: head + "\r\n"), promise: nil)
-    }
-
     /// Leaves the channel to the handlers before this one, with what the client sent early.
     private func handOver(context: ChannelHandlerContext) {
-        proxy = nil
+        server = nil
         let rest = received
         received = ByteBuffer()
         let channel = context.channel
@@ -306,106 +197,82 @@ final class BridgeHandshake: ChannelInboundHandler, RemovableChannelHandler {
         let text = "HTTP/1.1 \(status)\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
         channel.writeAndFlush(ByteBuffer(string: text)).whenComplete { _ in channel.close(promise: nil) }
     }
-
 }
 
-/// Reads the proxy's answer to a forwarded `CONNECT` (status line and headers), then gets out of
-/// the way; `done` gets the status, reason phrase, `Proxy-Authenticate` and the bytes after the head.
-final class ConnectAnswerReader: ChannelInboundHandler, RemovableChannelHandler {
-    typealias InboundIn = ByteBuffer
-
-    private var received = ByteBuffer()
-    private var done: ((Int, String, String?, ByteBuffer) -> Void)?
-
-    init(_ done: @escaping (Int, String, String?, ByteBuffer) -> Void) {
-        self.done = done
-    }
-
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        var bytes = unwrapInboundIn(data)
-        received.writeBuffer(&bytes)
-        guard let end = received.readableBytesView.firstRange(of: Array("\r\n\r\n".utf8)) else {
-            if received.readableBytes > 64 * 1024 { context.close(promise: nil) }
-            return
-        }
-        let head = received.readString(length: end.upperBound - received.readableBytesView.startIndex) ?? ""
-        let lines = head.split(separator: "\r\n")
-        let status = lines.first.map { $0.split(separator: " ", maxSplits: 2) } ?? []
-        let code = status.count >= 2 ? Int(status[1]) ?? 502 : 502
-        let phrase = status.count == 3 ? String(status[2]) : ""
-        let authenticate = lines.dropFirst().first { $0.lowercased().hasPrefix("proxy-authenticate:") }
-            .map { String($0.dropFirst("proxy-authenticate:".count)).trimmingCharacters(in: .whitespaces) }
-        let rest = received
-        received = ByteBuffer()
-        let callback = done
-        done = nil
-        context.pipeline.syncOperations.removeHandler(self).assumeIsolated().whenSuccess {
-            callback?(code, phrase, authenticate, rest)
-        }
-    }
-
-    func channelInactive(context: ChannelHandlerContext) {
-        // Closed before answering: as good as a refusal with no status.
-        let callback = done
-        done = nil
-        callback?(502, "closed before answering", nil, ByteBuffer())
-        context.fireChannelInactive()
-    }
-}
-
-/// Rewrites each request read inside the bridge's own tunnel into absolute form and writes it to the
-/// proxy. Bodies pass through (re-chunked when chunked); haul sends none, but a request is never cut.
-final class AbsoluteFormForwarder: ChannelInboundHandler {
+/// Forwards each request read inside the bridge's own tunnel: to a proxy in absolute form, or to
+/// the server in origin form; the target is that of the request's `X-Haul-Target` header when it
+/// has one (the exact target, which the client could not express), else the client's.
+///
+/// Bodies pass through (re-chunked when chunked); haul sends none, but a request is never cut.
+final class RequestForwarder: ChannelInboundHandler {
     typealias InboundIn = HTTPServerRequestPart
 
-    private let authority: String
-    private let authorization: String?
-    private let proxy: any Channel
+    enum Form {
+        /// `GET http://authority/path` to a proxy, with the proxy's credentials.
+        case absolute(authority: String, authorization: String?)
+        /// `GET /path` to the server; no proxy header goes on.
+        case origin
+    }
+
+    /// The header that carries the exact target from the transfer to the bridge; never forwarded.
+    static let targetHeader = "X-Haul-Target"
+
+    private let form: Form
+    private let server: any Channel
     private var chunked = false
 
-    init(authority: String, authorization: String?, proxy: any Channel) {
-        self.authority = authority
-        self.authorization = authorization
-        self.proxy = proxy
+    init(form: Form, server: any Channel) {
+        self.form = form
+        self.server = server
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         switch unwrapInboundIn(data) {
         case .head(let head):
-            // The target stays byte for byte as the client sent it, behind the scheme and authority.
-            let target = head.uri.hasPrefix("/") ? "http://\(authority)\(head.uri)" : head.uri
+            var target = head.headers.first(name: Self.targetHeader) ?? head.uri
+            // Only a target of printable ASCII goes into a request line: never a space or a CR.
+            guard target.hasPrefix("/") || head.headers.first(name: Self.targetHeader) == nil,
+                  target.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
+                server.close(promise: nil)
+                context.close(promise: nil)
+                return
+            }
+            if case .absolute(let authority, _) = form, target.hasPrefix("/") {
+                // The target stays byte for byte as given, behind the scheme and authority.
+                target = "http://\(authority)\(target)"
+            }
             var text = "\(head.method.rawValue) \(target) HTTP/\(head.version.major).\(head.version.minor)\r\n"
             chunked = false
             for (name, value) in head.headers {
                 let lowered = name.lowercased()
-                if lowered == "proxy-authorization" || lowered == "proxy-connection" { continue }
+                if lowered == "proxy-authorization" || lowered == "proxy-connection" || lowered == Self.targetHeader.lowercased() { continue }
                 if lowered == "transfer-encoding", value.lowercased().contains("chunked") { chunked = true }
                 text += "\(name): \(value)\r\n"
             }
-            if let authorization { text += "Proxy-Authorization: \(authorization)\r\n" }
-            proxy.write(ByteBuffer(string: text + "\r\n"), promise: nil)
+            if case .absolute(_, let authorization?) = form { text += "Proxy-Authorization: \(authorization)\r\n" }
+            server.write(ByteBuffer(string: text + "\r\n"), promise: nil)
         case .body(let body):
             if chunked {
-                proxy.write(ByteBuffer(string: String(body.readableBytes, radix: 16) + "\r\n"), promise: nil)
-                proxy.write(body, promise: nil)
-                proxy.write(ByteBuffer(string: "\r\n"), promise: nil)
+                server.write(ByteBuffer(string: String(body.readableBytes, radix: 16) + "\r\n"), promise: nil)
+                server.write(body, promise: nil)
+                server.write(ByteBuffer(string: "\r\n"), promise: nil)
             } else {
-                proxy.write(body, promise: nil)
+                server.write(body, promise: nil)
             }
         case .end:
-            if chunked { proxy.write(ByteBuffer(string: "0\r\n\r\n"), promise: nil) }
-            proxy.flush()
+            if chunked { server.write(ByteBuffer(string: "0\r\n\r\n"), promise: nil) }
+            server.flush()
         }
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        proxy.close(promise: nil)
+        server.close(promise: nil)
         context.fireChannelInactive()
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
         // A request the decoder cannot read: nothing sensible can be forwarded.
-        proxy.close(promise: nil)
+        server.close(promise: nil)
         context.close(promise: nil)
     }
 }

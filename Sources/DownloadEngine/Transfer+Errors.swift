@@ -170,34 +170,91 @@ enum BoringSSLReason {
     static let notTLS: Set<Int> = [247, 156, 155, 200]
 }
 
+extension Transfer {
+    /// The failure of a request whose way to the server could not be opened, in haul's words; nil
+    /// when `error` is not such a failure.
+    ///
+    /// AsyncHTTPClient reports every refusal of its proxy (haul's bridge too) as
+    /// `invalidProxyResponse` (a 407 as `proxyAuthenticationRequired`), without the status: the way
+    /// is opened once more (a probe, as `Upstream` opens it: `CONNECT` and closed, for a proxy) to
+    /// learn why, and the server's own errors through a bridge (a refused connection, an untrusted
+    /// certificate) are said as for a direct request.
+    func explaining(_ error: any Error, for url: URL, route: HTTPClients.Route) async -> (any Error)? {
+        let upstream: Upstream
+        switch route.way {
+        case .direct:
+            return nil
+        case .proxyConnect(let way):
+            // The client connects to the proxy itself: a connection that fails is the proxy's.
+            if let proxy = way.route.proxy, let reason = Self.connectFailure(error) {
+                return ProxyRefused(outcome: .retryable(reason: "cannot reach the proxy \(proxy): \(reason)", retryAfter: nil, progressed: false))
+            }
+            upstream = way
+        case .bridge(let way):
+            upstream = way
+        }
+        guard let error = error as? HTTPClientError,
+              [.invalidProxyResponse, .proxyAuthenticationRequired, .httpProxyHandshakeTimeout].contains(error) else { return nil }
+        let host = url.host ?? ""
+        let port = url.port ?? (url.scheme?.lowercased() == "https" ? 443 : 80)
+        let target = "\(TerminalText.sanitize(host.contains(":") ? "[\(host)]" : host)):\(port)"
+        if error == .httpProxyHandshakeTimeout {
+            // The client's connect timeout ran out: opening the way again would wait as long.
+            let reason = switch upstream.route {
+            case .absoluteForm(let proxy): "cannot reach the proxy \(proxy): connection timed out"
+            // Only the client's own CONNECT goes to a proxy without TLS after it.
+            case .origin(let proxy?, false): "the proxy \(proxy) did not answer CONNECT to \(target)"
+            case .origin(let proxy?, true): "connection timed out (through the proxy \(proxy))"
+            case .origin(nil, _): "connection timed out"
+            }
+            return ProxyRefused(outcome: .retryable(reason: reason, retryAfter: nil, progressed: false))
+        }
+        if let failure = await upstream.probe(host: host, port: port, group: HTTPClient.defaultEventLoopGroup) {
+            return ProxyRefused.explaining(failure, target: target)
+        }
+        // The way opened this time: say what the client saw.
+        if error == .proxyAuthenticationRequired {
+            return ProxyRefused(outcome: .fatal(reason: ResponseFacts(status: 407, reasonPhrase: "Proxy Authentication Required").failureText))
+        }
+        guard case .proxyConnect = route.way, let proxy = upstream.route.proxy else { return nil }
+        return ProxyRefused(outcome: .retryable(reason: "the proxy \(proxy) did not open a tunnel to \(target)", retryAfter: nil, progressed: false))
+    }
+
+    /// Why a connection could not be made ("connection refused"), or nil when `error` is not a
+    /// failure to connect.
+    static func connectFailure(_ error: any Error) -> String? {
+        if let error = error as? HTTPClientError, error == .connectTimeout { return "connection timed out" }
+        if error is NIOConnectionError { return describe(error) }
+        if let error = error as? IOError, [ECONNREFUSED, ETIMEDOUT, EHOSTUNREACH, ENETUNREACH].contains(error.errnoCode) { return describe(error) }
+        return nil
+    }
+}
+
 /// A proxy would not carry the request: its own words, and whether to try again.
 struct ProxyRefused: Error {
     var outcome: SessionStateMachine.Outcome
 
-    /// The failure of a request whose proxy handshake failed, in haul's words; nil when `error` is
-    /// not a proxy handshake failure or `url` goes through no proxy.
-    static func explaining(_ error: any Error, for url: URL, clients: HTTPClients) -> ProxyRefused? {
-        guard let error = error as? HTTPClientError,
-              [.invalidProxyResponse, .proxyAuthenticationRequired, .httpProxyHandshakeTimeout].contains(error),
-              let (proxy, refusal) = clients.proxyRefusal(for: url) else { return nil }
-        let target = "\(TerminalText.sanitize(url.host ?? "")):\(url.port ?? (url.scheme?.lowercased() == "https" ? 443 : 80))"
-        if error == .httpProxyHandshakeTimeout {
-            return ProxyRefused(outcome: .retryable(reason: "the proxy \(proxy) did not answer CONNECT to \(target)", retryAfter: nil, progressed: false))
-        }
-        switch refusal {
-        case .unreachable(let reason)?:
-            return ProxyRefused(outcome: .retryable(reason: reason, retryAfter: nil, progressed: false))
-        case .refused(let status, let phrase, let authenticate)? where status == 407:
+    /// What a failure to open the way to `target` (`host:port`) means; the server's own errors
+    /// are left to `classify`, as for a direct request.
+    static func explaining(_ failure: any Error, target: String) -> any Error {
+        guard let failure = failure as? Upstream.Failure else { return failure }
+        switch failure {
+        case .proxyUnreachable(let proxy, let error):
+            return ProxyRefused(outcome: .retryable(reason: "cannot reach the proxy \(proxy): \(Transfer.describe(error))", retryAfter: nil, progressed: false))
+        case .refused(let status, let phrase, let authenticate) where status == 407:
             return ProxyRefused(outcome: .fatal(reason: ResponseFacts(status: 407, reasonPhrase: phrase, authenticate: authenticate).failureText))
-        case .refused(let status, _, _)?:
+        case .refused(let status, _, _):
             let reason = "proxy refused CONNECT to \(target): \(status)"
             // A proxy that cannot reach the server now (502, 503, 504) may later.
             return ProxyRefused(outcome: status >= 500 ? .retryable(reason: reason, retryAfter: nil, progressed: false) : .fatal(reason: reason))
-        case nil:
-            if error == .proxyAuthenticationRequired {
-                return ProxyRefused(outcome: .fatal(reason: ResponseFacts(status: 407, reasonPhrase: "Proxy Authentication Required").failureText))
-            }
-            return ProxyRefused(outcome: .fatal(reason: "proxy refused CONNECT to \(target)"))
+        case .closedByProxy:
+            return ProxyRefused(outcome: .retryable(reason: "the proxy closed the connection without answering CONNECT to \(target)", retryAfter: nil, progressed: false))
+        case .proxyTimedOut:
+            return ProxyRefused(outcome: .retryable(reason: "the proxy did not answer CONNECT to \(target)", retryAfter: nil, progressed: false))
+        case .handshakeTimedOut:
+            return ProxyRefused(outcome: .retryable(reason: "TLS handshake timed out", retryAfter: nil, progressed: false))
+        case .noTLS:
+            return ProxyRefused(outcome: .fatal(reason: "TLS cannot be set up (the trust roots cannot be read)"))
         }
     }
 }

@@ -16,13 +16,17 @@ extension Transfer {
     /// so the second request gets a fresh one. Only once: a server that closes every connection
     /// unanswered is a failure of the attempt, retried with backoff.
     func response(to url: URL, range: ClosedRange<Int64>?, ifRange: String?) async throws -> (ResponseStream, HTTPResponseHead, URL?) {
+        guard let route = clients.route(for: url) else {
+            throw Refused(reason: "cannot request \(url.redactingPassword): no loopback port for the bridge that sends its target as written")
+        }
         var resent = false
         while true {
             let stream = ResponseStream(progress: progress, limiter: limiter)
-            stream.start(try request(url, range: range, ifRange: ifRange), on: clients.client(for: url), headTimeout: headTimeout)
+            stream.start(try request(url, range: range, ifRange: ifRange, setsTarget: route.setsTarget), on: route.client, headTimeout: headTimeout)
             do {
                 let (head, answered) = try await stream.head()
-                return (stream, head, answered)
+                // The client asked for the placeholder; the answer is the URL's.
+                return (stream, head, route.setsTarget ? Self.withoutCredentials(url) : answered)
             } catch {
                 stream.cancel()
                 if !resent, !Task.isCancelled, Self.closedBeforeResponse(error) {
@@ -32,7 +36,7 @@ extension Transfer {
                 if resent, Self.closedBeforeResponse(error), await speaksTLSInstead(url) {
                     throw WrongProtocol()
                 }
-                throw ProxyRefused.explaining(error, for: url, clients: clients) ?? error
+                throw await explaining(error, for: url, route: route) ?? error
             }
         }
     }
@@ -47,7 +51,7 @@ extension Transfer {
     /// Whether an http URL's port, which closed two requests unanswered, speaks TLS (checked only
     /// for a direct connection: through a proxy the port is the proxy's business).
     private func speaksTLSInstead(_ url: URL) async -> Bool {
-        guard url.scheme?.lowercased() == "http", clients.proxyRefusal(for: url) == nil, let host = url.host else { return false }
+        guard url.scheme?.lowercased() == "http", clients.proxy(for: url) == nil, let host = url.host else { return false }
         return await TLSProbe.speaksTLS(host: host, port: url.port ?? 80, group: HTTPClient.defaultEventLoopGroup, timeout: .seconds(3))
     }
 

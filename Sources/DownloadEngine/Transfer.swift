@@ -606,8 +606,6 @@ struct Transfer: Sendable {
         var url = order.url
         var visited = [url]
         while true {
-            // Never another target than the one written: a URL the client would send otherwise fails.
-            if let problem = RequestTarget.problem(url) { throw Refused(reason: "cannot request \(url.redactingPassword): \(problem)") }
             let (stream, head, answered) = try await response(to: url, range: range, ifRange: ifRange)
             let decision = Redirects.decide(
                 status: Int(head.status.code), location: head.headers.first(name: "Location"), from: url, visited: visited,
@@ -636,13 +634,19 @@ struct Transfer: Sendable {
 
     /// A GET of `url` asking for `range`. Credentials (`user:pass@`, `Authorization` and `Cookie`
     /// headers) go only to the origin of the URL as requested, never to where it redirects.
-    func request(_ url: URL, range: ClosedRange<Int64>?, ifRange: String?) throws -> HTTPClient.Request {
+    ///
+    /// With `setsTarget`, the client gets `RequestTarget.placeholder(for: url)` and the exact target
+    /// goes in `X-Haul-Target` for the bridge, which puts it in the request line; the `Host` header
+    /// is the URL's own.
+    func request(_ url: URL, range: ClosedRange<Int64>?, ifRange: String?, setsTarget: Bool = false) throws -> HTTPClient.Request {
         let sameOrigin = Redirects.sameOrigin(url, order.url)
         var headers = HTTPHeaders()
         headers.add(name: "User-Agent", value: userAgent)
         for field in order.options.headers {
             let name = field.name.lowercased()
             if !sameOrigin, name == "authorization" || name == "cookie" { continue }
+            // Only haul sets the target a bridge sends.
+            if name == RequestForwarder.targetHeader.lowercased() { continue }
             if name == "user-agent" {
                 headers.replaceOrAdd(name: field.name, value: field.value)
             } else {
@@ -662,11 +666,16 @@ struct Transfer: Sendable {
             headers.add(name: "Range", value: range.upperBound == .max ? "bytes=\(range.lowerBound)-" : "bytes=\(range.lowerBound)-\(range.upperBound)")
             if let ifRange { headers.add(name: "If-Range", value: ifRange) }
         }
-        return try HTTPClient.Request(url: Self.withoutCredentials(url).absoluteString, method: .GET, headers: headers)
+        let sent = Self.withoutCredentials(url)
+        guard setsTarget else { return try HTTPClient.Request(url: sent.absoluteString, method: .GET, headers: headers) }
+        guard let placeholder = RequestTarget.placeholder(for: sent) else { throw Refused(reason: "cannot request \(url.redactingPassword): its target cannot be sent as written") }
+        headers.add(name: RequestForwarder.targetHeader, value: RequestTarget.expected(sent))
+        if !headers.contains(name: "Host") { headers.add(name: "Host", value: RequestTarget.authority(sent)) }
+        return try HTTPClient.Request(url: placeholder.absoluteString, method: .GET, headers: headers)
     }
 
     /// `url` without its `user:pass@` (sent as a header, never in the request line).
-    private static func withoutCredentials(_ url: URL) -> URL {
+    static func withoutCredentials(_ url: URL) -> URL {
         guard url.user != nil, var components = URLComponents(url: url, resolvingAgainstBaseURL: false) else { return url }
         components.user = nil
         components.password = nil
@@ -681,6 +690,11 @@ struct Transfer: Sendable {
         var facts = Self.facts(of: head)
         facts.sentCredentials = Redirects.sameOrigin(url, order.url)
             && (order.url.user != nil || order.options.headers.contains { $0.name.lowercased() == "authorization" })
+        // Plain http goes to the proxy in absolute form: its own error page comes back the same way
+        // (https answers come through the tunnel, from the server).
+        if url.scheme?.lowercased() == "http", let proxy = clients.proxy(for: url) {
+            facts.source = ResponseSource.of(headers: head.headers.map { ($0.name, $0.value) }, proxy: proxy.description)
+        }
         return facts
     }
 

@@ -10,6 +10,7 @@ public final class TunnelProxy: @unchecked Sendable {
     private let listener: Int32
     private let target: UInt16
     private let refusals: [Int: String]
+    private let ownAnswer: String?
     private let lock = NSLock()
     private var heads: [String] = []
 
@@ -21,13 +22,16 @@ public final class TunnelProxy: @unchecked Sendable {
     public var requestHeads: [String] { lock.withLock { heads } }
 
     /// A proxy to `target`; `refusing` maps a `CONNECT` port to the answer's status line and any
-    /// header lines (`"407 Proxy Authentication Required\r\nProxy-Authenticate: Basic realm=\"p\""`).
-    public init(tunnellingTo target: Int, refusing: [Int: String] = [80: "403 Forbidden"]) throws {
+    /// header lines (`"407 Proxy Authentication Required\r\nProxy-Authenticate: Basic realm=\"p\""`);
+    /// `answeringAbsoluteForm`, when given, is the proxy's own answer to every absolute-form request
+    /// (`"403 Forbidden\r\nX-Squid-Error: ERR_ACCESS_DENIED 0"`, as squid refuses by policy).
+    public init(tunnellingTo target: Int, refusing: [Int: String] = [80: "403 Forbidden"], answeringAbsoluteForm: String? = nil) throws {
         self.target = UInt16(target)
         refusals = refusing
+        ownAnswer = answeringAbsoluteForm
         let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         self.listener = listener
-        var address = Self.loopback(port: 0)
+        var address = sockaddr_in.loopback(port: 0)
         let bound = withUnsafePointer(to: &address) { pointer in
             pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
         }
@@ -71,15 +75,15 @@ public final class TunnelProxy: @unchecked Sendable {
             close(client)
             return
         }
-        if isConnect, words.count == 3, let colon = words[1].lastIndex(of: ":"), let port = Int(words[1][words[1].index(after: colon)...]),
-           let refusal = refusals[port] {
+        let port = words.count == 3 ? words[1].lastIndex(of: ":").flatMap { Int(words[1][words[1].index(after: $0)...]) } : nil
+        if let refusal = isConnect ? port.flatMap({ refusals[$0] }) : ownAnswer {
             // Like squid's error page: a body, then the connection closes.
             Self.send(client, "HTTP/1.1 \(refusal)\r\nContent-Type: text/html\r\nContent-Length: 9\r\nConnection: close\r\n\r\nrefused\r\n")
             close(client)
             return
         }
         let upstream = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        var address = Self.loopback(port: target)
+        var address = sockaddr_in.loopback(port: target)
         let connected = withUnsafePointer(to: &address) { pointer in
             pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(upstream, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
         }
@@ -126,17 +130,21 @@ public final class TunnelProxy: @unchecked Sendable {
         _ = bytes.withUnsafeBytes { write(socket, $0.baseAddress, $0.count) }
     }
 
-    private static func loopback(port: UInt16) -> sockaddr_in {
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = port.bigEndian
-        address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
-        return address
-    }
 }
 
 private extension Array where Element == UInt8 {
     func ends(with suffix: [UInt8]) -> Bool {
         count >= suffix.count && Array(self[(count - suffix.count)...]) == suffix
+    }
+}
+
+extension sockaddr_in {
+    /// 127.0.0.1:`port` (0: the kernel chooses).
+    public static func loopback(port: UInt16) -> sockaddr_in {
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = port.bigEndian
+        address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
+        return address
     }
 }

@@ -98,6 +98,18 @@ import Testing
         #expect(URL(string: "http://h.test")!.coalescingKey == URL(string: "http://h.test/")!.coalescingKey)
     }
 
+    @Test func aPathWithAnEscapeThatIsNotUTF8KeepsItsOwnKey() throws {
+        // Decoded, such a path reads as empty: it must not pass for `/`, nor for another such path.
+        let latin = try #require(URL(string: "http://h.test/caf%E9.bin"))
+        let root = try #require(URL(string: "http://h.test/"))
+        let other = try #require(URL(string: "http://h.test/caf%E8.bin"))
+        #expect(latin.coalescingKey == "http://h.test/caf%E9.bin")
+        #expect(latin.coalescingKey != root.coalescingKey)
+        #expect(latin.coalescingKey != other.coalescingKey)
+        // Nor is a redirect from one to another a loop.
+        #expect(Redirects.decide(status: 302, location: "/caf%E8.bin", from: latin, visited: [latin], allowDowngrade: false) == .follow(other))
+    }
+
     @Test func validationAcceptsHTTPAndHTTPS() throws {
         #expect(try URLValidation.parse("http://h.test/a").absoluteString == "http://h.test/a")
         #expect(try URLValidation.parse("HTTPS://h.test:8443/a?b=c").host == "h.test")

@@ -466,11 +466,28 @@ import Testing
             let id = try await h.session.schedule(try #require(URL(string: "https://files.haul-test.invalid/x.bin")), to: .file(h.path("x.bin")))
             let done = try await h.wait(id) { $0.state.isFinished }
             #expect(done.state == .failed(reason: reason))
-            #expect(proxy.requestLines == ["CONNECT files.haul-test.invalid:443 HTTP/1.1"], "asked once, not retried")
+            // The client's CONNECT, and the probe's that learns the status it does not report: not retried.
+            #expect(proxy.requestLines == ["CONNECT files.haul-test.invalid:443 HTTP/1.1", "CONNECT files.haul-test.invalid:443 HTTP/1.1"])
         }
     }
 
-    @Test("24: https still goes through CONNECT where the proxy allows it")
+    @Test("24: a proxy that refuses CONNECT with 503 is retried, an IPv6 target is said in brackets")
+    func aConnectRefusedFor503IsRetried() async throws {
+        let proxy = try TunnelProxy(tunnellingTo: 9, refusing: [443: "503 Service Unavailable", 8443: "403 Forbidden"])
+        defer { proxy.stop() }
+        try await Harness.with({ $0.proxies = ProxySettings(https: .init(host: "127.0.0.1", port: proxy.port)) }) { h in
+            let id = try await h.session.schedule(try #require(URL(string: "https://files.haul-test.invalid/x.bin")), to: .file(h.path("x.bin")))
+            let waiting = try await h.wait(id) { if case .waiting = $0.state { return true } else { return false } }
+            guard case .waiting(_, let reason) = waiting.state else { return }
+            #expect(reason == "proxy refused CONNECT to files.haul-test.invalid:443: 503")
+            let six = try await h.session.schedule(try #require(URL(string: "https://[::1]:8443/x.bin")), to: .file(h.path("y.bin")))
+            let done = try await h.wait(six) { $0.state.isFinished }
+            #expect(done.state == .failed(reason: "proxy refused CONNECT to [::1]:8443: 403"))
+        }
+        #expect(proxy.requestLines.contains("CONNECT [::1]:8443 HTTP/1.1"), "\(proxy.requestLines)")
+    }
+
+    @Test("24: https still goes through CONNECT where the proxy allows it, and CONNECTs at once get their own answers")
     func httpsGoesThroughConnect() async throws {
         let tls = try TLSFixture()
         defer { tls.remove() }
@@ -487,16 +504,66 @@ import Testing
             try await h.waitCompleted(id)
             #expect(sha256(ofFile: h.path("s.bin")) == server.sha256("/s.bin"))
             #expect(proxy.requestLines == ["CONNECT 127.0.0.1:\(server.port) HTTP/1.1"])
+            // CONNECTs at once to a refused target (squid-like: port 80) and an allowed one: each
+            // download gets its own answer (nothing is remembered by target to race on).
+            var ids: [DownloadID] = []
+            for index in 0..<4 {
+                ids.append(try await h.session.schedule(try #require(URL(string: "https://files.haul-test.invalid:80/r\(index).bin")), to: .file(h.path("r\(index).bin"))))
+                ids.append(try await h.session.schedule(server.url("/s.bin?\(index)"), to: .file(h.path("s\(index).bin"))))
+            }
+            for (index, id) in ids.enumerated() {
+                let done = try await h.wait(id) { $0.state.isFinished }
+                let expected: DownloadState = index.isMultiple(of: 2) ? .failed(reason: "proxy refused CONNECT to files.haul-test.invalid:80: 403") : .completed
+                #expect(done.state == expected)
+            }
         }
     }
 
-    @Test("24: a proxy that cannot be reached is said as such, and retried")
-    func anUnreachableProxyIsRetried() async throws {
+    @Test("24: a proxy's own answer to plain http names the proxy; the server's passed on does not", arguments: [
+        // squid 5.7's page, as measured.
+        ("403 Forbidden\r\nServer: squid/5.7\r\nX-Squid-Error: ERR_ACCESS_DENIED 0\r\nVia: 1.1 vm (squid/5.7)", "HTTP 403 Forbidden (from the proxy PROXY)"),
+        // tinyproxy 1.11's (NIO keeps the standard phrase of a known status).
+        ("403 Filtered\r\nServer: tinyproxy/1.11.1", "HTTP 403 Forbidden (from the proxy PROXY)"),
+        ("403 Forbidden\r\nProxy-Status: cache.example; error=http_request_denied", "HTTP 403 Forbidden (from the proxy PROXY)"),
+        // Nothing says whose it is.
+        ("403 Forbidden", "HTTP 403 Forbidden (from the proxy PROXY or the server behind it)"),
+        ("404 Not Found", "HTTP 404 Not Found"),
+    ])
+    func aProxysOwnAnswerNamesTheProxy(answer: String, reason: String) async throws {
+        let proxy = try TunnelProxy(tunnellingTo: 9, answeringAbsoluteForm: answer)
+        defer { proxy.stop() }
+        try await Harness.with({ $0.proxies = ProxySettings(http: .init(host: "127.0.0.1", port: proxy.port)) }) { h in
+            let id = try await h.session.schedule(try #require(URL(string: "http://files.haul-test.invalid/x.bin")), to: .file(h.path("x.bin")))
+            let done = try await h.wait(id) { $0.state.isFinished }
+            #expect(done.state == .failed(reason: reason.replacingOccurrences(of: "PROXY", with: "127.0.0.1:\(proxy.port)")))
+        }
+    }
+
+    @Test("24: the server's 403 passed on by a proxy (which adds Via) reads as the server's")
+    func theServers403PassedOnByAProxyIsTheServers() async throws {
+        try await Harness.with { h in
+            let proxy = try TunnelProxy(tunnellingTo: h.server.port)
+            defer { proxy.stop() }
+            var faults = Faults()
+            faults.fixedStatus = 403
+            faults.headers = ["Via: 1.1 vm (squid/5.7)"]
+            h.server.serve("/f.bin", size: 10, faults: faults)
+            try await Harness.with({ $0.proxies = ProxySettings(http: .init(host: "127.0.0.1", port: proxy.port)) }) { p in
+                let id = try await p.session.schedule(try #require(URL(string: "http://files.haul-test.invalid/f.bin")), to: .file(p.path("f.bin")))
+                let done = try await p.wait(id) { $0.state.isFinished }
+                #expect(done.state == .failed(reason: "HTTP 403 Forbidden"))
+            }
+        }
+    }
+
+    @Test("24: a proxy that cannot be reached is said as such, and retried", arguments: ["http", "https"])
+    func anUnreachableProxyIsRetried(scheme: String) async throws {
         let gone = try await LoopbackServer.start()
         let port = gone.port
         await gone.shutdown()
-        try await Harness.with({ $0.proxies = ProxySettings(http: .init(host: "127.0.0.1", port: port)) }) { h in
-            let id = try await h.session.schedule(try #require(URL(string: "http://files.haul-test.invalid/x.bin")), to: .file(h.path("x.bin")))
+        let server = ProxySettings.Server(host: "127.0.0.1", port: port)
+        try await Harness.with({ $0.proxies = ProxySettings(http: server, https: server) }) { h in
+            let id = try await h.session.schedule(try #require(URL(string: "\(scheme)://files.haul-test.invalid/x.bin")), to: .file(h.path("x.bin")))
             let waiting = try await h.wait(id) { if case .waiting = $0.state { return true } else { return false } }
             guard case .waiting(_, let reason) = waiting.state else { return }
             #expect(reason == "cannot reach the proxy 127.0.0.1:\(port): connection refused")

@@ -18,9 +18,128 @@ import Testing
         }
     }
 
+    // MARK: A path with an escape that is not UTF-8 (`/caf%E9.bin`): through the bridge
+
+    @Test func anEscapeThatIsNotUTF8FetchesTheResourceItNamesWithTheURLsHostAndCredentials() async throws {
+        try await Harness.with { h in
+            h.server.serve("/dir/caf%E9.bin", size: 300_000)
+            let url = try URLValidation.parse("http://u:p@127.0.0.1:\(h.server.port)/dir/caf%E9.bin?v=%FF")
+            let id = try await h.session.schedule(url, to: .directory(h.directory))
+            let done = try await h.waitCompleted(id)
+            #expect(done.completedPath == h.path("caf%E9.bin"), "named as written: the escape is not UTF-8")
+            #expect(sha256(ofFile: h.path("caf%E9.bin")) == h.server.sha256("/dir/caf%E9.bin"))
+            // Every request (a retry on a starved machine included) carries the target as written.
+            let gets = h.gets("/dir/caf%E9.bin")
+            #expect(Set(gets.map(\.target)) == ["/dir/caf%E9.bin?v=%FF"])
+            #expect(gets.first?.host == "127.0.0.1:\(h.server.port)")
+            #expect(gets.first?.headers.contains("Authorization: Basic dTpw") == true, "credentials go to the URL's origin")
+            #expect(gets.first?.headers.contains { $0.lowercased().hasPrefix("x-haul") } == false, "the bridge's header stays in haul")
+            #expect(Set(h.server.requests().map(\.target)) == ["/dir/caf%E9.bin?v=%FF"], "the placeholder never reaches the server")
+        }
+    }
+
+    @Test func aRedirectToAnEscapeThatIsNotUTF8IsFollowedAndPartsShareTheBridge() async throws {
+        try await Harness.with { h in
+            let size = 8 << 20
+            h.server.serve("/caf%E9.bin", size: size, faults: throttled(16 << 20))
+            h.server.redirect("/latest", to: "/caf%E9.bin")
+            var options = RequestOptions()
+            options.connections = 4
+            let id = try await h.session.schedule(h.server.url("/latest"), to: .file(h.path("out.bin")), options: options)
+            try await h.waitCompleted(id, timeout: 60)
+            #expect(sha256(ofFile: h.path("out.bin")) == h.server.sha256("/caf%E9.bin"))
+            let gets = h.gets("/caf%E9.bin")
+            #expect(gets.count > 1, "fetched in parts: \(gets.map { $0.range ?? "-" })")
+            #expect(Set(gets.map(\.target)) == ["/caf%E9.bin"])
+        }
+    }
+
+    @Test func anEscapeThatIsNotUTF8OverHTTPSIsSentByTheBridgeOverTLSAndTrustedAsDirect() async throws {
+        let tls = try TLSFixture()
+        defer { tls.remove() }
+        let server = try await LoopbackServer.start(tls: tls.files)
+        defer { Task { await server.shutdown() } }
+        server.serve("/caf%E9.bin", size: 500_000)
+        let url = try URLValidation.parse(server.url("/caf%E9.bin").absoluteString)
+        // Without the CA: the sentence of a direct request, at once, not retried.
+        try await Harness.with({ $0.connectTimeout = .seconds(30) }) { h in
+            let started = ContinuousClock.now
+            let id = try await h.session.schedule(url, to: .file(h.path("s.bin")))
+            let done = try await h.wait(id) { $0.state.isFinished }
+            #expect(started.duration(to: .now) < .seconds(10))
+            #expect(done.state == .failed(reason:
+                "TLS: the server's certificate is not trusted (self-signed, expired, or from a CA this system does not trust);"
+                    + " --ca-certificate FILE trusts the CA in FILE"))
+            #expect(done.failedAttempts <= 1)
+        }
+        #expect(server.requests().isEmpty, "nothing was sent to an untrusted server")
+        try await Harness.with({ $0.caCertificatePath = tls.files.certificatePath }) { h in
+            let id = try await h.session.schedule(url, to: .file(h.path("s.bin")))
+            try await h.waitCompleted(id)
+            #expect(sha256(ofFile: h.path("s.bin")) == server.sha256("/caf%E9.bin"))
+        }
+        #expect(Set(server.requests().map(\.target)) == ["/caf%E9.bin"])
+        #expect(server.requests().first?.host == "127.0.0.1:\(server.port)")
+    }
+
+    @Test func anEscapeThatIsNotUTF8GoesThroughAProxyInAbsoluteFormAndOverHTTPSThroughConnect() async throws {
+        try await Harness.with { h in
+            let proxy = try TunnelProxy(tunnellingTo: h.server.port)
+            defer { proxy.stop() }
+            h.server.serve("/caf%E9.bin", size: 100_000)
+            try await Harness.with({ $0.proxies = ProxySettings(http: .init(host: "127.0.0.1", port: proxy.port, user: "u", password: "p")) }) { p in
+                let id = try await p.session.schedule(try URLValidation.parse("http://files.haul-test.invalid/caf%E9.bin"), to: .file(p.path("c.bin")))
+                try await p.waitCompleted(id)
+                #expect(sha256(ofFile: p.path("c.bin")) == h.server.sha256("/caf%E9.bin"))
+            }
+            #expect(Set(proxy.requestLines) == ["GET http://files.haul-test.invalid/caf%E9.bin HTTP/1.1"])
+            #expect(proxy.requestHeads.first?.contains("Proxy-Authorization: Basic dTpw") == true)
+            #expect(proxy.requestHeads.first?.contains("Host: files.haul-test.invalid\r\n") == true)
+        }
+        let tls = try TLSFixture()
+        defer { tls.remove() }
+        let server = try await LoopbackServer.start(tls: tls.files)
+        defer { Task { await server.shutdown() } }
+        server.serve("/caf%E9.bin", size: 100_000)
+        let proxy = try TunnelProxy(tunnellingTo: server.port)
+        defer { proxy.stop() }
+        try await Harness.with({
+            $0.caCertificatePath = tls.files.certificatePath
+            $0.proxies = ProxySettings(https: .init(host: "127.0.0.1", port: proxy.port, user: "u", password: "p"))
+        }) { h in
+            let id = try await h.session.schedule(try URLValidation.parse(server.url("/caf%E9.bin").absoluteString), to: .file(h.path("s.bin")))
+            try await h.waitCompleted(id)
+            #expect(sha256(ofFile: h.path("s.bin")) == server.sha256("/caf%E9.bin"))
+        }
+        #expect(Set(proxy.requestLines) == ["CONNECT 127.0.0.1:\(server.port) HTTP/1.1"])
+        #expect(proxy.requestHeads.first?.contains("Proxy-Authorization: Basic dTpw") == true)
+        #expect(Set(server.requests().map(\.target)) == ["/caf%E9.bin"])
+        #expect(server.requests().first?.headers.contains { $0.lowercased().hasPrefix("proxy-") } == false, "the proxy's credentials stay with the proxy")
+    }
+
+    @Test func anEscapeThatIsNotUTF8SaysWhyTheWayFailedAsADirectRequestWould() async throws {
+        let gone = try await LoopbackServer.start()
+        let port = gone.port
+        await gone.shutdown()
+        try await Harness.with { h in
+            let id = try await h.session.schedule(try URLValidation.parse("http://127.0.0.1:\(port)/caf%E9.bin"), to: .file(h.path("x.bin")))
+            let waiting = try await h.wait(id) { if case .waiting = $0.state { return true } else { return false } }
+            guard case .waiting(_, let reason) = waiting.state else { return }
+            #expect(reason == "connection refused")
+        }
+        let proxy = try TunnelProxy(tunnellingTo: 9, refusing: [443: "403 Forbidden"])
+        defer { proxy.stop() }
+        try await Harness.with({ $0.proxies = ProxySettings(https: .init(host: "127.0.0.1", port: proxy.port)) }) { h in
+            let id = try await h.session.schedule(try URLValidation.parse("https://files.haul-test.invalid/caf%E9.bin"), to: .file(h.path("x.bin")))
+            let done = try await h.wait(id) { $0.state.isFinished }
+            #expect(done.state == .failed(reason: "proxy refused CONNECT to files.haul-test.invalid:443: 403"))
+        }
+    }
+
     /// The property, through the real HTTP client: for paths and queries made of escapes (UTF-8 or
-    /// not), raw non-ASCII, reserved and forbidden characters, every URL that is accepted arrives at
-    /// the server with exactly its written target.
+    /// not), raw non-ASCII, reserved and forbidden characters, every URL that is accepted (all of
+    /// them: those with an escape that is not UTF-8 go through the bridge) arrives at the server
+    /// with exactly its written target.
     @Test func everyAcceptedURLArrivesWithItsTargetAsWritten() async throws {
         try await Harness.with({ $0.maxActive = 16; $0.maxTries = 1 }) { h in
             var expected: Set<String> = []
@@ -36,6 +155,7 @@ import Testing
                 ids.append(try await h.session.schedule(url, to: .file(h.path("f\(ids.count)"))))
             }
             #expect(ids.count > 300, "the pieces must reach the interesting cases")
+            #expect(expected.contains { $0.contains("%E9") && !$0.contains("?") }, "escapes that are not UTF-8 in the path")
             for id in ids { try await h.wait(id, timeout: 60) { $0.state.isFinished } }
             let received = Set(h.server.requests().map(\.target))
             #expect(received == expected, "missing: \(expected.subtracting(received).prefix(5)), unexpected: \(received.subtracting(expected).prefix(5))")

@@ -341,27 +341,9 @@ import Testing
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("haul-tls-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        let made = try await HaulProcess.tool("/usr/bin/openssl", [
-            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "key.pem", "-out", "cert.pem", "-days", "2",
-            "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
-        ], in: directory)
-        #expect(made == 0, "openssl req")
-        let port = Int.random(in: 20_000...40_000)
-        let server = Process()
-        server.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
-        server.arguments = ["s_server", "-cert", "cert.pem", "-key", "key.pem", "-accept", "\(port)", "-www", "-quiet"]
-        server.currentDirectoryURL = URL(fileURLWithPath: directory)
-        server.standardOutput = FileHandle.nullDevice
-        server.standardError = FileHandle.nullDevice
-        server.standardInput = FileHandle.nullDevice
-        try server.run()
-        defer {
-            // openssl s_server ignores SIGTERM: a SIGKILL, and the exit reaped, leave nothing behind.
-            kill(server.processIdentifier, SIGKILL)
-            server.waitUntilExit()
-        }
-        try await Task.sleep(for: .milliseconds(500))
-        let url = "https://127.0.0.1:\(port)/"
+        let server = try await OpenSSLServer(in: directory, mode: "-www")
+        defer { server.stop() }
+        let url = server.url("/")
 
         // Not retried (no --max-tries 1 needed): the certificate will not change.
         let refused = try await HaulProcess(["get", url, "-o", "refused.html", "--connect-timeout", "2"], in: directory, state: directory + "/.s1").wait(timeout: 20)

@@ -2,23 +2,34 @@ import Foundation
 import Testing
 
 /// Python's `http.server` serving a directory on 127.0.0.1: a server nobody here wrote.
-final class PythonServer: @unchecked Sendable {
+final class PythonServer: ChildServer, @unchecked Sendable {
+    static let scheme = "http"
     let port: Int
-    private let process: Process
+    let process: Process
 
     /// Starts serving `directory` on a free port; throws when Python is missing or does not start.
-    init(serving directory: String) async throws {
+    ///
+    /// With `byteNames`, an escape of a byte that is not UTF-8 names that byte of a file name
+    /// (`/caf%E9.bin` is `caf\xE9.bin`, as an old Latin-1 server has it): Python's own handler
+    /// decodes such an escape to U+FFFD and answers 404, to curl too. Only that decoding changes.
+    init(serving directory: String, byteNames: Bool = false) async throws {
         let portFile = directory + "/../.python-port-\(UUID().uuidString)"
         let script = """
-            import http.server, os, sys
+            import http.server, os, sys, urllib.parse
+            class ByteNames(http.server.SimpleHTTPRequestHandler):
+                def translate_path(self, path):
+                    path = path.split("?", 1)[0].split("#", 1)[0]
+                    parts = [urllib.parse.unquote(p, errors="surrogateescape") for p in path.split("/")]
+                    return os.path.join(os.getcwd(), *[p for p in parts if p not in ("", ".", "..")])
             os.chdir(sys.argv[1])
-            server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), http.server.SimpleHTTPRequestHandler)
+            handler = ByteNames if sys.argv[3] == "1" else http.server.SimpleHTTPRequestHandler
+            server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
             with open(sys.argv[2], "w") as f: f.write(str(server.server_address[1]))
             server.serve_forever()
             """
         process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["python3", "-c", script, directory, portFile]
+        process.arguments = ["python3", "-c", script, directory, portFile, byteNames ? "1" : "0"]
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
         process.standardInput = FileHandle.nullDevice
@@ -33,22 +44,9 @@ final class PythonServer: @unchecked Sendable {
             guard process.isRunning, Date() < deadline else {
                 kill(process.processIdentifier, SIGKILL)
                 process.waitUntilExit()
-                throw PythonServerError.didNotStart
+                throw ChildServerError.didNotStart
             }
             try await Task.sleep(for: .milliseconds(20))
         }
     }
-
-    func url(_ target: String) -> String {
-        "http://127.0.0.1:\(port)\(target)"
-    }
-
-    func stop() {
-        kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
-    }
-}
-
-enum PythonServerError: Error {
-    case didNotStart
 }

@@ -36,25 +36,47 @@ import Testing
         }
     }
 
-    @Test func anEscapeThatIsNotUTF8IsRefusedNeverSavedAsAnotherResource() async throws {
+    @Test func anEscapeThatIsNotUTF8FetchesTheLatin1NameItNames() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("haul-py-\(UUID().uuidString)").path
         let served = directory + "/served"
         try FileManager.default.createDirectory(atPath: served, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: directory) }
         // A Latin-1 name on disk, as old servers have them: `caf\xE9.bin`.
+        let content = Data((0..<50_000).map { _ in UInt8.random(in: 0...255) })
         let latin1 = Array((served + "/caf").utf8CString.dropLast()) + [CChar(bitPattern: 0xE9)] + Array(".bin".utf8CString)
         let fd = latin1.withUnsafeBufferPointer { open($0.baseAddress!, O_WRONLY | O_CREAT, 0o644) }
         #expect(fd >= 0)
+        _ = content.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
         close(fd)
-        let server = try await PythonServer(serving: served)
+        let server = try await PythonServer(serving: served, byteNames: true)
         defer { server.stop() }
         let into = directory + "/out"
         try FileManager.default.createDirectory(atPath: into, withIntermediateDirectories: true)
-        // Before: requested as `GET /`, the directory listing was saved as the file, exit 0.
+        // Before: refused (exit 2); before that, requested as `GET /`, the directory listing was
+        // saved as the file, exit 0. Now the request line carries `/caf%E9.bin`, as curl sends it.
         let run = try await HaulProcess(["get", server.url("/caf%E9.bin"), "-d", into], in: directory, state: directory + "/.state").wait()
-        #expect(run.status == 2)
-        #expect(run.stderr == "haul: error: invalid URL '\(server.url("/caf%E9.bin"))': its path holds an escape of a byte that is not UTF-8 (%E9), which haul cannot send as written\n")
-        #expect(CLI.files(into).isEmpty)
-        #expect(!FileManager.default.fileExists(atPath: directory + "/.state/queue.sqlite"), "nothing was queued")
+        #expect(run.status == 0, "\(run.stdout) \(run.stderr)")
+        #expect(CLI.files(into) == ["caf%E9.bin"], "named as written: the escape is not UTF-8")
+        #expect(FileManager.default.contents(atPath: into + "/caf%E9.bin") == content, "the file it names")
+    }
+
+    @Test func anEscapeThatIsNotUTF8OverHTTPSReachesOpenSSLByteForByte() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("haul-tls-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        // `s_server -WWW` opens the target as a file name, escapes and all: only `/caf%E9.bin`
+        // finds this file (`/caf%25E9.bin` or `/` would not).
+        let content = Data((0..<50_000).map { _ in UInt8.random(in: 0...255) })
+        #expect(FileManager.default.createFile(atPath: directory + "/caf%E9.bin", contents: content))
+        let server = try await OpenSSLServer(in: directory, mode: "-WWW")
+        defer { server.stop() }
+        let refused = try await HaulProcess(["get", server.url("/caf%E9.bin"), "-o", "refused.bin"], in: directory, state: directory + "/.s1").wait(timeout: 20)
+        #expect(refused.status == 1)
+        #expect(refused.stdout.contains("failed: TLS: the server's certificate is not trusted"), "\(refused.stdout)")
+        let run = try await HaulProcess(
+            ["get", server.url("/caf%E9.bin"), "-o", "out.bin", "--ca-certificate", "cert.pem"], in: directory, state: directory + "/.s2"
+        ).wait()
+        #expect(run.status == 0, "\(run.stdout) \(run.stderr)")
+        #expect(FileManager.default.contents(atPath: directory + "/out.bin") == content)
     }
 }
