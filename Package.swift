@@ -20,7 +20,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
     ],
     targets: [
-        // Pure values: downloads, states, the state machine, snapshots, formatting. No I/O.
+        // Pure values: downloads, states, the state machine, snapshots, formatting. No I/O but the
+        // destination checks the command line and the control socket share (LocalDirectory).
         .target(name: "DownloadCore"),
         // The session actor, one Transfer per HTTP attempt, part files. The only AsyncHTTPClient user.
         .target(
