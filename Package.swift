@@ -60,6 +60,18 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
+        // The runner's control socket (<state>/haul.sock, HTTP/1.1 and JSON) and its client, both
+        // QueueControl. No AsyncHTTPClient: NIO's HTTP/1.1 codec on a Unix socket.
+        .target(
+            name: "ControlSocket",
+            dependencies: [
+                "DownloadCore",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         // The view state, the key table and a pure render(state) -> Frame. No curses, no engine.
         .target(name: "TerminalUI", dependencies: ["DownloadCore"]),
         // ncursesw, linked by name (no pkg-config: SwiftPM would drop its -D flags with a warning);
@@ -104,6 +116,20 @@ let package = Package(
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ]
+        ),
+        // A real socket in a temporary directory, a real session and the loopback server; curl as a client.
+        .testTarget(
+            name: "ControlSocketTests",
+            dependencies: [
+                "ControlSocket",
+                "DownloadCore",
+                "DownloadEngine",
+                "LoopbackServer",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
                 .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
