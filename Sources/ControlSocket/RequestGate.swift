@@ -124,6 +124,9 @@ final class RequestGate: ChannelDuplexHandler {
         deadline?.cancel()
         deadline = nil
         context.fireChannelRead(wrapInboundOut(.refuse(status, sentence)))
+        // The async channel hands reads on at the end of a read; a refusal from the timer or at the
+        // start comes outside of one.
+        context.fireChannelReadComplete()
     }
 
     /// Starts the wait for the next request, if none is being answered.

@@ -56,6 +56,19 @@ struct ControlHarness {
         await harness.close()
     }
 
+    /// A queue on a real session with no server, for tests that start their own.
+    static func withQueue(_ body: (SessionQueue) async throws -> Void) async throws {
+        let session = DownloadSession(configuration: DownloadSession.Configuration())
+        let queue = SessionQueue(session: session) {}
+        do {
+            try await body(queue)
+        } catch {
+            await session.shutdown()
+            throw error
+        }
+        await session.shutdown()
+    }
+
     private func close() async {
         await control.shutdown()
         await session.shutdown()
@@ -137,7 +150,10 @@ enum Curl {
         guard let newline = text.lastIndex(of: "\n"), let status = Int(text[text.index(after: newline)...]) else {
             throw TestFailure("curl said: \(text)")
         }
-        return (status, String(text[..<newline]))
+        // Every JSON answer ends with a newline, for a terminal.
+        var body = text[..<newline]
+        if body.hasSuffix("\n") { body.removeLast() }
+        return (status, String(body))
     }
 }
 
@@ -173,6 +189,7 @@ final class RawClient: @unchecked Sendable {
         }
     }
 
+    @discardableResult
     func send(_ text: String) async -> Bool {
         await send(Array(text.utf8))
     }
