@@ -20,7 +20,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
     ],
     targets: [
-        // Pure values: downloads, states, the state machine, snapshots, formatting. No I/O.
+        // Pure values: downloads, states, the state machine, snapshots, formatting. No I/O but the
+        // destination checks the command line and the control socket share (LocalDirectory).
         .target(name: "DownloadCore"),
         // The session actor, one Transfer per HTTP attempt, part files. The only AsyncHTTPClient user.
         .target(
@@ -57,6 +58,18 @@ let package = Package(
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Crypto", package: "swift-crypto"),
+            ]
+        ),
+        // The runner's control socket (<state>/haul.sock, HTTP/1.1 and JSON) and its client, both
+        // QueueControl. No AsyncHTTPClient: NIO's HTTP/1.1 codec on a Unix socket.
+        .target(
+            name: "ControlSocket",
+            dependencies: [
+                "DownloadCore",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
             ]
         ),
         // The view state, the key table and a pure render(state) -> Frame. No curses, no engine.
@@ -103,6 +116,20 @@ let package = Package(
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ]
+        ),
+        // A real socket in a temporary directory, a real session and the loopback server; curl as a client.
+        .testTarget(
+            name: "ControlSocketTests",
+            dependencies: [
+                "ControlSocket",
+                "DownloadCore",
+                "DownloadEngine",
+                "LoopbackServer",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
                 .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),

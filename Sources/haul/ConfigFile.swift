@@ -122,11 +122,10 @@ enum ConfigFile {
 
 /// The checks every option goes through, from a flag or from the configuration file.
 enum OptionCheck {
-    static let maxActiveLimit = 32
-    static let maxActive = 1...maxActiveLimit
+    static let maxActiveLimit = QueueLimits.maxActive.upperBound
+    static let maxActive = QueueLimits.maxActive
     static let maxTries = 1...10_000
-    /// Connections per file, like aria2c's `-x` (whose limit is 16).
-    static let connections = 1...16
+    static let connections = QueueLimits.connections
     /// Timeouts, in seconds.
     static let seconds = 1...3600
 

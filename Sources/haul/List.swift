@@ -73,9 +73,9 @@ struct List: ParsableCommand {
             lines.append(pad([
                 "\(download.id)", download.state.word, Format.bytes(download.bytesOnDisk),
                 download.totalBytes.map(Format.bytes) ?? "?", resumed,
-                TerminalText.sanitize(path(download)), TerminalText.sanitize(download.url.redactingPassword),
+                TerminalText.sanitize(QueueListing.path(download)), TerminalText.sanitize(download.url.redactingPassword),
             ]))
-            if let error = error(download) {
+            if let error = QueueListing.error(download) {
                 lines.append("    error: \(TerminalText.sanitize(error))")
             }
         }
@@ -83,39 +83,7 @@ struct List: ParsableCommand {
     }
 
     static func json(_ queue: StoredQueue) -> String {
-        let objects: [[String: Any]] = queue.downloads.map { download in
-            [
-                "id": download.id.rawValue,
-                "state": download.state.word,
-                "bytes": download.bytesOnDisk,
-                "total": download.totalBytes.map { $0 as Any } ?? NSNull(),
-                "resumed_from": download.resumeOffset.map { $0 as Any } ?? NSNull(),
-                "resumes": download.resumeCount,
-                "restarts": download.restartCount,
-                "path": path(download),
-                "url": download.url.redactingPassword,
-                "error": error(download).map { $0 as Any } ?? NSNull(),
-                "checksum": download.options.checksum.map { $0.description as Any } ?? NSNull(),
-                // Names only: values may be credentials.
-                "header_names": download.options.headers.map(\.name),
-            ]
-        }
-        guard let data = try? JSONSerialization.data(withJSONObject: objects, options: [.sortedKeys]) else { return "[]\n" }
-        return String(decoding: data, as: UTF8.self) + "\n"
-    }
-
-    /// The finished file, else the part file the bytes are in.
-    private static func path(_ download: Download) -> String {
-        download.completedPath ?? download.partPath
-    }
-
-    private static func error(_ download: Download) -> String? {
-        switch download.state {
-        case .failed(let reason), .waiting(_, let reason): reason
-        case .completed, .cancelled: nil
-        case .paused where download.pausedByShutdown: "stopped when haul exited; resumes when haul runs the queue or gets it again"
-        case .queued, .downloading, .paused: download.lastError
-        }
+        String(decoding: QueueListing.json(queue.downloads.map { QueueListing.object(for: $0) }), as: UTF8.self) + "\n"
     }
 
     private static func pad(_ cells: [String]) -> String {

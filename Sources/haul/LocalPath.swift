@@ -1,3 +1,4 @@
+import DownloadCore
 import Foundation
 
 /// Local paths given on the command line or in the config: made absolute, checked, explained.
@@ -11,22 +12,7 @@ enum LocalPath {
     }
 
     static func checkWritableDirectory(_ path: String) throws(UsageError) {
-        var isDirectory: ObjCBool = false
-        guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
-            throw UsageError(message: "directory does not exist: \(path)")
-        }
-        guard isDirectory.boolValue else { throw UsageError(message: "not a directory: \(path)") }
-        guard access(path, W_OK | X_OK) == 0 else { throw UsageError(message: "directory is not writable: \(path)") }
-        // access() says yes to root everywhere; creating a file is the real test (removed at once).
-        let probe = (path as NSString).appendingPathComponent(".haul-write-test-\(getpid())")
-        let fd = open(probe, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-        guard fd >= 0 || errno == EEXIST else {
-            throw UsageError(message: "directory is not writable: \(path) (\(String(cString: strerror(errno))))")
-        }
-        if fd >= 0 {
-            close(fd)
-            unlink(probe)
-        }
+        if let problem = LocalDirectory.problem(path) { throw UsageError(message: problem) }
     }
 
     /// A one-line reason: the system's when Foundation kept it, else one for the usual codes

@@ -142,18 +142,7 @@ struct AddOptions: ParsableArguments {
         let directory = downloadDirectory(settings)
         if let output, let url = parsed.first {
             let path = LocalPath.absolute(output, in: directory)
-            guard !path.hasSuffix("/") else { throw UsageError(message: "-o/--output names a file, not a directory: \(path)") }
-            // Refused here, before anything is queued or sent: no file system takes a longer name.
-            let nameBytes = ((path as NSString).lastPathComponent).utf8.count
-            guard nameBytes <= FileNaming.maxFileNameBytes else {
-                throw UsageError(message: "-o/--output: the file name is \(nameBytes) bytes long; a name has at most \(FileNaming.maxFileNameBytes)")
-            }
-            var isDirectory: ObjCBool = false
-            if FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), isDirectory.boolValue {
-                throw UsageError(message: "-o/--output names a directory: \(path)")
-            }
-            let parent = (path as NSString).deletingLastPathComponent
-            try LocalPath.checkWritableDirectory(parent.isEmpty ? "/" : parent)
+            if let problem = LocalDirectory.outputProblem(path, option: "-o/--output") { throw UsageError(message: problem) }
             return [Request(url: url, destination: .file(path), options: options)]
         }
         try LocalPath.checkWritableDirectory(directory)

@@ -1,0 +1,250 @@
+import DownloadCore
+import Foundation
+import Logging
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import Synchronization
+
+/// The runner's control socket: `<state>/haul.sock`, where other shells, their `haul` and `curl`
+/// steer the queue over HTTP/1.1 with JSON bodies.
+///
+/// Only the user running the queue may connect: the socket file is mode 0600 from the moment it
+/// exists, and every connection's peer is checked with `SO_PEERCRED` (another uid gets a 403).
+/// Every connection has its own task; a client that stops reading holds up nobody (see `events`).
+public final class ControlServer: Sendable {
+    typealias Connection = NIOAsyncChannel<ControlInbound, HTTPServerResponsePart>
+
+    /// Why the socket could not be served, in one line.
+    public struct Failure: Error, Hashable, CustomStringConvertible {
+        public var description: String
+    }
+
+    /// What the server puts up with from a client.
+    struct Limits: Sendable {
+        /// The largest request body taken.
+        var maxBody = 1 << 20
+        /// How long a request may take to arrive in full (and an idle connection may stay).
+        var requestTimeout = TimeAmount.seconds(10)
+        /// The least time between two lines of an event stream (at most ~10 a second).
+        var eventInterval = Duration.milliseconds(100)
+        /// How long a closing connection is given to read its last answer.
+        var linger = TimeAmount.seconds(1)
+    }
+
+    private struct State {
+        var channels: [ObjectIdentifier: any Channel] = [:]
+        /// The event streams running, ended (cleanly, with the last chunk) by `shutdown`.
+        var streams: [ObjectIdentifier: AsyncStream<SessionSnapshot>.Continuation] = [:]
+        var stopping = false
+    }
+
+    public let socketPath: String
+    let queue: any QueueControl
+    let logger: Logger
+    let limits: Limits
+    private let serverChannel: any Channel
+    private let state = Mutex(State())
+    private let acceptLoop = Mutex<Task<Void, Never>?>(nil)
+
+    /// Listens on `socketPath`, replacing a stale socket there; the caller holds the queue's lock,
+    /// so no other server can own it.
+    public static func start(socketPath: String, queue: any QueueControl, logger: Logger) async throws(Failure) -> ControlServer {
+        try await start(socketPath: socketPath, queue: queue, logger: logger, limits: Limits())
+    }
+
+    static func start(socketPath: String, queue: any QueueControl, logger: Logger, limits: Limits) async throws(Failure) -> ControlServer {
+        let socket = try ListeningSocket.bind(socketPath)
+        let channel: NIOAsyncChannel<Connection, Never>
+        do {
+            channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton).bind(socket) { channel in
+                PeerCredentials.of(channel).map(Optional.some).recover { _ in nil }.flatMapThrowing { peer in
+                    let refusal: (HTTPResponseStatus, String)?
+                    if let peer, peer.uid == getuid() {
+                        refusal = nil
+                    } else {
+                        logger.warning("control socket: refused a connection", metadata: ["uid": "\(peer.map { String($0.uid) } ?? "?")", "pid": "\(peer.map { String($0.pid) } ?? "?")"])
+                        refusal = (.forbidden, "only the user running this queue may steer it")
+                    }
+                    try channel.pipeline.syncOperations.configureHTTPServerPipeline(withPipeliningAssistance: false, withErrorHandling: false)
+                    try channel.pipeline.syncOperations.addHandler(RequestGate(limits: limits, refusal: refusal))
+                    return try Connection(wrappingChannelSynchronously: channel)
+                }
+            }
+        } catch {
+            close(socket)
+            unlink(socketPath)
+            throw Failure(description: "cannot listen on \(socketPath): \(error)")
+        }
+        let server = ControlServer(socketPath: socketPath, queue: queue, logger: logger, limits: limits, channel: channel.channel)
+        server.run(channel)
+        logger.info("control socket listening", metadata: ["path": "\(socketPath)"])
+        return server
+    }
+
+    private init(socketPath: String, queue: any QueueControl, logger: Logger, limits: Limits, channel: any Channel) {
+        self.socketPath = socketPath
+        self.queue = queue
+        self.logger = logger
+        self.limits = limits
+        serverChannel = channel
+    }
+
+    private func run(_ channel: NIOAsyncChannel<Connection, Never>) {
+        let task = Task<Void, Never> {
+            try? await withThrowingDiscardingTaskGroup { group in
+                try await channel.executeThenClose { inbound in
+                    for try await connection in inbound {
+                        group.addTask { await self.serve(connection) }
+                    }
+                }
+            }
+        }
+        acceptLoop.withLock { $0 = task }
+    }
+
+    /// Stops listening, removes the socket file, ends every event stream with its last chunk and
+    /// closes every connection; returns when all are done.
+    public func shutdown() async {
+        try? await serverChannel.close()
+        unlink(socketPath)
+        let (streams, channels) = state.withLock { state in
+            state.stopping = true
+            return (Array(state.streams.values), state.channels)
+        }
+        for stream in streams { stream.finish() }
+        // A connection between requests is closed now; an event stream's end is written first.
+        let streaming = state.withLock { Set($0.streams.keys) }
+        for (key, channel) in channels where !streaming.contains(key) { try? await channel.close() }
+        let task = acceptLoop.withLock { $0 }
+        // A client that stopped reading cannot take its stream's end: it is closed after a grace.
+        let closer = Task {
+            try? await Task.sleep(for: .seconds(1))
+            let open = self.state.withLock { Array($0.channels.values) }
+            for channel in open { try? await channel.close() }
+        }
+        await task?.value
+        closer.cancel()
+    }
+
+    // MARK: Connections
+
+    private func serve(_ connection: Connection) async {
+        let channel = connection.channel
+        let key = ObjectIdentifier(channel)
+        let stopping = state.withLock { state in
+            state.channels[key] = channel
+            return state.stopping
+        }
+        defer { _ = state.withLock { $0.channels.removeValue(forKey: key) } }
+        guard !stopping else {
+            try? await channel.close()
+            return
+        }
+        do {
+            try await connection.executeThenClose { inbound, outbound in
+                for try await message in inbound {
+                    switch message {
+                    case .refuse(let status, let sentence):
+                        logger.debug("control socket: refused a request", metadata: ["status": "\(status.code)", "why": "\(sentence)"])
+                        try await write(Reply(status, Wire.Failure(error: sentence)), keepAlive: false, to: outbound)
+                        await linger(channel)
+                        return
+                    case .request(let head, let body):
+                        if head.method == .GET, Route.path(head.uri) == "/v1/events" {
+                            await events(head, channel: channel, to: outbound)
+                            return
+                        }
+                        let reply = await respond(head, body)
+                        let keepAlive = head.isKeepAlive && reply.then == nil
+                        try await write(reply, keepAlive: keepAlive, to: outbound)
+                        if let then = reply.then {
+                            // The answer is out before the work starts (stop ends this server).
+                            try? await channel.close()
+                            Task { await then() }
+                            return
+                        }
+                        guard keepAlive else { return }
+                    }
+                }
+            }
+        } catch {
+            logger.debug("control socket: connection ended", metadata: ["error": "\(error)"])
+        }
+    }
+
+    /// Lets the client read an answer sent before its request was read in full: no more is sent,
+    /// what comes is dropped, and the connection closes when the client does or after a grace.
+    private func linger(_ channel: any Channel) async {
+        try? await channel.close(mode: .output)
+        let closed = channel.closeFuture
+        let grace = channel.eventLoop.scheduleTask(in: limits.linger) { channel.close(promise: nil) }
+        try? await closed.get()
+        grace.cancel()
+    }
+
+    private func write(_ reply: Reply, keepAlive: Bool, to outbound: NIOAsyncChannelOutboundWriter<HTTPServerResponsePart>) async throws {
+        var headers = HTTPHeaders()
+        headers.add(name: "content-type", value: "application/json")
+        headers.add(name: "content-length", value: String(reply.body.count + 1))
+        headers.add(name: "connection", value: keepAlive ? "keep-alive" : "close")
+        for (name, value) in reply.headers { headers.add(name: name, value: value) }
+        var body = ByteBuffer(bytes: reply.body)
+        body.writeString("\n")
+        try await outbound.write(contentsOf: [
+            .head(HTTPResponseHead(version: .http1_1, status: reply.status, headers: headers)),
+            .body(.byteBuffer(body)),
+            .end(nil),
+        ])
+    }
+
+    // MARK: Events
+
+    /// `GET /v1/events`: the queue, then one line per change, at most every `eventInterval`, until the
+    /// queue ends, the server stops or the client goes.
+    ///
+    /// Newest wins per client: the session's pictures reach this stream through a buffer of one, and
+    /// the write of a line waits while the client's socket is full. Nothing queues meanwhile: the
+    /// next line says what changed since the line last written, however long the client lagged.
+    private func events(_ head: HTTPRequestHead, channel: any Channel, to outbound: NIOAsyncChannelOutboundWriter<HTTPServerResponsePart>) async {
+        let (stream, continuation) = AsyncStream.makeStream(of: SessionSnapshot.self, bufferingPolicy: .bufferingNewest(1))
+        let key = ObjectIdentifier(channel)
+        let stopping = state.withLock { state in
+            state.streams[key] = continuation
+            return state.stopping
+        }
+        defer { _ = state.withLock { $0.streams.removeValue(forKey: key) } }
+        if stopping { continuation.finish() }
+        let queue = queue
+        let feed = Task {
+            for await snapshot in queue.snapshots() { continuation.yield(snapshot) }
+            continuation.finish()
+        }
+        defer { feed.cancel() }
+        // The client hung up: nothing more to write (a wait for the next change would never notice).
+        channel.closeFuture.whenComplete { _ in continuation.finish() }
+        var headers = HTTPHeaders()
+        headers.add(name: "content-type", value: "application/x-ndjson")
+        headers.add(name: "transfer-encoding", value: "chunked")
+        headers.add(name: "cache-control", value: "no-store")
+        let encoder = Wire.encoder()
+        do {
+            try await outbound.write(.head(HTTPResponseHead(version: .http1_1, status: .ok, headers: headers)))
+            var sent: SessionSnapshot?
+            for await snapshot in stream {
+                let line = sent.map { EventLine.changes(from: $0, to: snapshot) } ?? EventLine.snapshot(snapshot)
+                if let line {
+                    var buffer = ByteBuffer(bytes: try encoder.encode(line))
+                    buffer.writeString("\n")
+                    // Waits while the client's socket is full; the stream keeps only the newest picture.
+                    try await outbound.write(.body(.byteBuffer(buffer)))
+                    sent = snapshot
+                }
+                try await Task.sleep(for: limits.eventInterval)
+            }
+            try await outbound.write(.end(nil))
+        } catch {
+            logger.debug("control socket: event stream ended", metadata: ["error": "\(error)"])
+        }
+    }
+}

@@ -1,0 +1,103 @@
+import DownloadCore
+import Foundation
+
+/// One line of `GET /v1/events`: the whole queue first, then what changed since the line before.
+///
+/// `{"type":"snapshot","downloads":[…],"max_active":3,"unsaved":null}`, then
+/// `{"type":"changes","downloads":[rows that changed],"removed":[ids],"order":[ids],"max_active":3,"unsaved":null}`
+/// with `order` only when the queue's order changed (a download added, moved or removed).
+struct EventLine: Sendable, Hashable, Codable {
+    enum Kind: String, Sendable, Hashable, Codable {
+        case snapshot
+        case changes
+    }
+
+    var type: Kind
+    var downloads: [Download]
+    var maxActive: Int
+    var unsaved: String?
+    var removed: [DownloadID]?
+    var order: [DownloadID]?
+
+    private enum CodingKeys: String, CodingKey {
+        case type, downloads, unsaved, removed, order
+        case maxActive = "max_active"
+    }
+
+    /// The whole queue.
+    static func snapshot(_ snapshot: SessionSnapshot) -> EventLine {
+        EventLine(type: .snapshot, downloads: snapshot.downloads, maxActive: snapshot.maxActive, unsaved: snapshot.unsaved)
+    }
+
+    /// What changed from `old` to `new`; nil when nothing did.
+    static func changes(from old: SessionSnapshot, to new: SessionSnapshot) -> EventLine? {
+        let changed = new.downloads.filter { old[$0.id] != $0 }
+        let removed = old.downloads.map(\.id).filter { new[$0] == nil }
+        let order = new.downloads.map(\.id)
+        let reordered = order != old.downloads.map(\.id)
+        guard !changed.isEmpty || reordered || new.maxActive != old.maxActive || new.unsaved != old.unsaved else { return nil }
+        return EventLine(type: .changes, downloads: changed, maxActive: new.maxActive, unsaved: new.unsaved,
+                         removed: removed, order: reordered ? order : nil)
+    }
+
+    /// The queue this line describes: the line's own for a snapshot, else `previous` with the changes.
+    func applied(to previous: SessionSnapshot?) -> SessionSnapshot {
+        guard type == .changes, let previous else {
+            var snapshot = SessionSnapshot(downloads: downloads, maxActive: maxActive)
+            snapshot.unsaved = unsaved
+            return snapshot
+        }
+        var rows = Dictionary(previous.downloads.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
+        for download in downloads { rows[download.id] = download }
+        for id in removed ?? [] { rows[id] = nil }
+        let gone = Set(removed ?? [])
+        let ids = order ?? (previous.downloads.map(\.id).filter { !gone.contains($0) }
+            + downloads.map(\.id).filter { previous[$0] == nil })
+        var snapshot = SessionSnapshot(downloads: ids.compactMap { rows[$0] }, maxActive: maxActive)
+        snapshot.unsaved = unsaved
+        return snapshot
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(type, forKey: .type)
+        try container.encode(downloads, forKey: .downloads)
+        try container.encode(maxActive, forKey: .maxActive)
+        // Written as null when there is none: a client must see a problem go away.
+        try container.encode(unsaved, forKey: .unsaved)
+        try container.encodeIfPresent(removed, forKey: .removed)
+        try container.encodeIfPresent(order, forKey: .order)
+    }
+}
+
+/// The bodies the socket sends and takes besides downloads and snapshots.
+enum Wire {
+    /// `{"error": "one sentence"}`.
+    struct Failure: Codable {
+        var error: String
+    }
+
+    struct Done: Codable {
+        var ok = true
+    }
+
+    struct Move: Codable {
+        var to: Int
+    }
+
+    struct MaxActive: Codable {
+        var maxActive: Int
+
+        private enum CodingKeys: String, CodingKey {
+            case maxActive = "max_active"
+        }
+    }
+
+    static func encoder() -> JSONEncoder {
+        QueueListing.makeEncoder()
+    }
+
+    static func encode(_ value: some Encodable) -> Data {
+        (try? encoder().encode(value)) ?? Data("{}".utf8)
+    }
+}

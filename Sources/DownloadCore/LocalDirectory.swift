@@ -1,0 +1,45 @@
+import Foundation
+
+/// Where a download may go: the checks of a destination that look at the disk, shared by the
+/// command line and the control socket so both refuse the same paths in the same words.
+///
+/// The only I/O in DownloadCore, and only reads plus one probe file removed at once.
+public enum LocalDirectory {
+    /// Why new files cannot be made in the directory at `path`, in one line; nil when they can.
+    public static func problem(_ path: String) -> String? {
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
+            return "directory does not exist: \(path)"
+        }
+        guard isDirectory.boolValue else { return "not a directory: \(path)" }
+        guard access(path, W_OK | X_OK) == 0 else { return "directory is not writable: \(path)" }
+        // access() says yes to root everywhere; creating a file is the real test (removed at once).
+        let probe = (path as NSString).appendingPathComponent(".haul-write-test-\(getpid())")
+        let fd = open(probe, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        guard fd >= 0 || errno == EEXIST else {
+            return "directory is not writable: \(path) (\(String(cString: strerror(errno))))"
+        }
+        if fd >= 0 {
+            close(fd)
+            unlink(probe)
+        }
+        return nil
+    }
+
+    /// Why `path` (absolute) cannot be a download's own file (`-o`), in one line naming `option`;
+    /// nil when it can. Refused before anything is queued or sent.
+    public static func outputProblem(_ path: String, option: String) -> String? {
+        guard !path.hasSuffix("/") else { return "\(option) names a file, not a directory: \(path)" }
+        // No file system takes a longer name.
+        let nameBytes = ((path as NSString).lastPathComponent).utf8.count
+        guard nameBytes <= FileNaming.maxFileNameBytes else {
+            return "\(option): the file name is \(nameBytes) bytes long; a name has at most \(FileNaming.maxFileNameBytes)"
+        }
+        var isDirectory: ObjCBool = false
+        if FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), isDirectory.boolValue {
+            return "\(option) names a directory: \(path)"
+        }
+        let parent = (path as NSString).deletingLastPathComponent
+        return problem(parent.isEmpty ? "/" : parent)
+    }
+}
