@@ -87,6 +87,7 @@ let package = Package(
                 "DownloadStore",
                 "TerminalUI",
                 "CursesBackend",
+                "ControlSocket",
                 "LoopbackServer",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),

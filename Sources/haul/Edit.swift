@@ -68,6 +68,11 @@ struct QueueEditor {
 
     /// The ids of `texts`, or an error naming the one that is not a download of this queue.
     func ids(_ texts: [String]) throws(UsageError) -> [DownloadID] {
+        try Self.ids(texts, in: machine)
+    }
+
+    /// The ids of `texts`, or an error naming the one that is not a download of `machine`'s queue.
+    static func ids(_ texts: [String], in machine: SessionStateMachine) throws(UsageError) -> [DownloadID] {
         guard !texts.isEmpty else { throw UsageError(message: "no download id given (haul list shows them)") }
         var ids: [DownloadID] = []
         for text in texts {
@@ -82,22 +87,36 @@ struct QueueEditor {
     }
 }
 
-/// `haul add`: queue URLs without transferring anything.
-struct Add: ParsableCommand {
+/// `haul add`: queue URLs; a runner starts them at once, else the next haul that runs the queue.
+struct Add: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Add URLs to the queue without downloading them yet.",
         discussion: """
-        The next `haul` (the terminal UI) runs them. Prints one line per URL: its id, its state and \
-        the URL. A URL already in the queue is not added twice; a paused or failed one is queued again.
+        When a haul runs the queue, it gets them at once (through its control socket); else the next \
+        `haul` runs them. Prints one line per URL: its id, its state and the URL. A URL already in the \
+        queue is not added twice; a paused or failed one is queued again.
         """
     )
 
     @OptionGroup var state: StateOptions
     @OptionGroup var add: AddOptions
 
-    func run() throws {
+    func run() async throws {
         let settings = try add.apply(to: state.settings())
         let requests = try add.requests(settings, requireURL: true)
+        if let (_, client) = await LiveQueue.attach(try state.resolvedPath(settings)) {
+            do throws(QueueControlError) {
+                let scheduled = try await client.schedule(requests)
+                let snapshot = try await client.snapshot()
+                for note in scheduled.notes { print("[\(note.id)] \(TerminalText.sanitize(note.text))") }
+                for (id, request) in zip(scheduled.ids, requests) {
+                    print("\(id)\t\(snapshot[id]?.state.word ?? "queued")\t\(TerminalText.sanitize(request.url.redactingPassword))")
+                }
+            } catch {
+                throw LiveQueue.refused(error)
+            }
+            return
+        }
         var editor = try QueueEditor(state, settings: settings, mustExist: false, verb: "add")
         var added: [DownloadID] = []
         for request in requests {
@@ -120,16 +139,25 @@ struct Add: ParsableCommand {
 }
 
 /// What `pause`, `resume`, `cancel` and `remove` share: the ids, one transaction, one line each.
-protocol QueueEditCommand: ParsableCommand {
+///
+/// When a haul runs the queue, each goes to it through its control socket and takes effect at once,
+/// after the same all-or-nothing check on the queue as the runner shows it.
+protocol QueueEditCommand: AsyncParsableCommand {
     var state: StateOptions { get }
     var ids: [String] { get }
     static var verb: String { get }
     static var done: String { get }
     static func apply(_ id: DownloadID, to machine: inout SessionStateMachine) throws(SessionStateMachine.TransitionError) -> [SessionStateMachine.Action]
+    /// The same change, on the queue a runner holds.
+    static func apply(_ id: DownloadID, to queue: any QueueControl) async throws(QueueControlError)
 }
 
 extension QueueEditCommand {
-    func run() throws {
+    func run() async throws {
+        if let (_, client) = await LiveQueue.attach(try state.resolvedPath(state.settings())) {
+            try await runLive(client)
+            return
+        }
         var editor = try QueueEditor(state, settings: state.settings(), mustExist: true, verb: Self.verb)
         let targets = try editor.ids(ids)
         // All or nothing: a refused id leaves the queue as it was.
@@ -141,6 +169,34 @@ extension QueueEditCommand {
             }
         }
         try editor.commit()
+        for id in targets { print("\(Self.done) \(id)") }
+    }
+
+    private func runLive(_ client: any QueueControl) async throws {
+        let snapshot: SessionSnapshot
+        do {
+            snapshot = try await client.snapshot()
+        } catch {
+            throw LiveQueue.refused(error)
+        }
+        // All or nothing, as offline: every id is tried on the queue as it is now first.
+        var machine = SessionStateMachine(configuration: .init(startsTransfers: false))
+        machine.restore(snapshot.downloads, nextID: 1, holdPending: true)
+        let targets = try QueueEditor.ids(ids, in: machine)
+        for id in targets {
+            do {
+                _ = try Self.apply(id, to: &machine)
+            } catch {
+                throw UsageError(message: error.description)
+            }
+        }
+        for id in targets {
+            do {
+                try await Self.apply(id, to: client)
+            } catch {
+                throw LiveQueue.refused(error)
+            }
+        }
         for id in targets { print("\(Self.done) \(id)") }
     }
 }
@@ -158,6 +214,10 @@ struct Pause: QueueEditCommand {
     static func apply(_ id: DownloadID, to machine: inout SessionStateMachine) throws(SessionStateMachine.TransitionError) -> [SessionStateMachine.Action] {
         try machine.pause(id)
     }
+
+    static func apply(_ id: DownloadID, to queue: any QueueControl) async throws(QueueControlError) {
+        try await queue.pause(id)
+    }
 }
 
 struct Resume: QueueEditCommand {
@@ -172,6 +232,10 @@ struct Resume: QueueEditCommand {
 
     static func apply(_ id: DownloadID, to machine: inout SessionStateMachine) throws(SessionStateMachine.TransitionError) -> [SessionStateMachine.Action] {
         try machine.resume(id, hold: true)
+    }
+
+    static func apply(_ id: DownloadID, to queue: any QueueControl) async throws(QueueControlError) {
+        try await queue.resume(id)
     }
 }
 
@@ -188,6 +252,10 @@ struct Cancel: QueueEditCommand {
     static func apply(_ id: DownloadID, to machine: inout SessionStateMachine) throws(SessionStateMachine.TransitionError) -> [SessionStateMachine.Action] {
         try machine.cancel(id)
     }
+
+    static func apply(_ id: DownloadID, to queue: any QueueControl) async throws(QueueControlError) {
+        try await queue.cancel(id)
+    }
 }
 
 struct Remove: QueueEditCommand {
@@ -203,5 +271,9 @@ struct Remove: QueueEditCommand {
     static func apply(_ id: DownloadID, to machine: inout SessionStateMachine) throws(SessionStateMachine.TransitionError) -> [SessionStateMachine.Action] {
         try machine.remove(id)
         return []
+    }
+
+    static func apply(_ id: DownloadID, to queue: any QueueControl) async throws(QueueControlError) {
+        try await queue.remove(id)
     }
 }

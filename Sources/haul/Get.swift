@@ -33,7 +33,12 @@ struct Get: AsyncParsableCommand {
         // Everything that can be refused is refused before the state directory is touched.
         let settings = try session.apply(to: add.apply(to: state.settings()))
         let requests = try add.requests(settings, requireURL: true)
-        let store = try OpenStore(path: state.resolvedPath(settings))
+        let path = try state.resolvedPath(settings)
+        if let (pid, client) = await LiveQueue.attach(path) {
+            try await Self.follow(client, runner: pid, requests: requests, json: json)
+            return
+        }
+        let store = try OpenStore(path: path)
         var configuration = SessionOptions.configuration(settings, maxActive: store.maxActive(settings))
         configuration.logger = Logger(label: "haul.engine")
         let session = DownloadSession(configuration: configuration, journal: store.database)
@@ -81,5 +86,65 @@ struct Get: AsyncParsableCommand {
             guard let state = snapshot[id]?.state else { return true }
             return state.isFinished || state == .paused
         }
+    }
+
+    /// `haul get` on a queue a runner holds: the URLs go to it, and this follows them to the end
+    /// with the same output and exit codes. A signal stops following and pauses those downloads.
+    static func follow(_ queue: any QueueControl, runner pid: Int32, requests: [AddOptions.Request], json: Bool) async throws {
+        let printer = ProgressPrinter(json: json, isTerminal: isatty(STDOUT_FILENO) == 1)
+        let scheduled: QueueScheduled
+        do {
+            printer.baseline(StoredQueue(downloads: try await queue.snapshot().downloads))
+            scheduled = try await queue.schedule(requests)
+        } catch {
+            throw LiveQueue.refused(error)
+        }
+        let ids = scheduled.ids
+        for note in scheduled.notes { printer.note(note.id, note.text) }
+        enum Event: Sendable {
+            case snapshot(SessionSnapshot)
+            case ended
+            case signal(Int32)
+        }
+        let (events, feed) = AsyncStream.makeStream(of: Event.self, bufferingPolicy: .unbounded)
+        let reader = Task {
+            for await snapshot in queue.snapshots() { feed.yield(.snapshot(snapshot)) }
+            feed.yield(.ended)
+        }
+        for number in Interruption.signals { signal(number, SIG_IGN) }
+        let sources = Interruption.signals.map { number in
+            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+            source.setEventHandler { feed.yield(.signal(number)) }
+            source.resume()
+            return source
+        }
+        defer {
+            reader.cancel()
+            for source in sources { source.cancel() }
+        }
+        var final: SessionSnapshot?
+        loop: for await event in events {
+            switch event {
+            case .snapshot(let snapshot):
+                printer.show(snapshot, ids: ids)
+                if allSettled(snapshot, ids: ids) {
+                    final = snapshot
+                    break loop
+                }
+            case .ended:
+                break loop
+            case .signal(let number):
+                // Stop following: the downloads asked for here pause with their bytes, the rest run on.
+                printer.finish()
+                for id in ids { try? await queue.pause(id) }
+                throw ExitCode(128 + number)
+            }
+        }
+        printer.finish()
+        guard let final else {
+            throw RunnerGone(message: "the queue's runner (pid \(pid)) ended before these downloads did; haul get resumes them")
+        }
+        let allCompleted = ids.allSatisfy { final[$0]?.state == .completed }
+        if !allCompleted || printer.sawUnsaved { throw ExitCode(1) }
     }
 }

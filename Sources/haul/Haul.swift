@@ -29,6 +29,9 @@ enum Main {
         } catch let error as UsageError {
             writeError("haul: error: \(error.message)\n")
             Haul.exit(withError: ExitCode(2))
+        } catch let error as RunnerGone {
+            writeError("haul: \(error.message)\n")
+            Haul.exit(withError: ExitCode(1))
         } catch {
             if Haul.exitCode(for: error) == .validationFailure {
                 let message = Haul.message(for: error).split(separator: "\n").first.map(String.init) ?? "invalid arguments"

@@ -4,12 +4,12 @@ import DownloadStore
 import Foundation
 
 /// `haul list`: the queue as the database holds it, as a table or JSON.
-struct List: ParsableCommand {
+struct List: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Print the queue: state, bytes, total, resume offset, path, URL and error of each download.",
         discussion: """
-        Reads the queue without changing it. While another haul runs on the queue, this shows its last \\
-        checkpoint (at most a second old for running downloads).
+        Reads the queue without changing it. While a haul runs the queue, this asks it (through its \
+        control socket): live bytes, and with --json each download's speed.
         """
     )
 
@@ -18,8 +18,19 @@ struct List: ParsableCommand {
     @Flag(help: "Print a JSON array, one object per download.")
     var json = false
 
-    func run() throws {
+    func run() async throws {
         let path = try state.resolvedPath(state.settings())
+        if let (_, client) = await LiveQueue.attach(path) {
+            let snapshot: SessionSnapshot
+            do {
+                snapshot = try await client.snapshot()
+            } catch {
+                throw LiveQueue.refused(error)
+            }
+            let live = StoredQueue(downloads: snapshot.downloads)
+            print(json ? Self.json(live, live: true) : Self.table(live), terminator: "")
+            return
+        }
         let queue: StoredQueue
         do {
             queue = try Self.read(path)
@@ -82,8 +93,8 @@ struct List: ParsableCommand {
         return lines.joined(separator: "\n") + "\n"
     }
 
-    static func json(_ queue: StoredQueue) -> String {
-        String(decoding: QueueListing.json(queue.downloads.map { QueueListing.object(for: $0) }), as: UTF8.self) + "\n"
+    static func json(_ queue: StoredQueue, live: Bool = false) -> String {
+        String(decoding: QueueListing.json(queue.downloads.map { QueueListing.object(for: $0, live: live) }), as: UTF8.self) + "\n"
     }
 
     private static func pad(_ cells: [String]) -> String {

@@ -1,4 +1,5 @@
 import ArgumentParser
+import ControlSocket
 import DownloadCore
 import DownloadEngine
 import DownloadStore
@@ -92,11 +93,13 @@ enum Runner {
         let notes = await session.restore(store.queue, startPending: true)
         let queue = SessionQueue(session: session, onStop: { await session.shutdown() })
         let refused = await UIController.add(requests, to: queue)
+        let server = await LiveQueue.serve(queue, statePath: store.directory.path, logger: store.logger)
         store.logger.notice("runner started", metadata: [
             "pid": "\(getpid())", "handover": "\(handover)", "urls": "\(requests.count)", "refused": "\(refused)",
             "restored": "\(store.queue.downloads.count)", "recovered": "\(notes.count)",
         ])
         for await _ in queue.snapshots() {}
+        await server?.shutdown()
         await session.shutdown()
         store.logger.notice("runner stopped")
         withExtendedLifetime(store) {}
@@ -144,11 +147,13 @@ enum Runner {
         return pid
     }
 
-    /// Waits until the runner `pid` holds the queue's lock (it runs), or fails with why not.
+    /// Waits until the runner `pid` holds the queue's lock and answers on its socket, or fails
+    /// with why not.
     static func waitUntilRunning(_ pid: Int32, path: String) async throws {
         let deadline = ContinuousClock.now + .seconds(15)
         while ContinuousClock.now < deadline {
-            if (try? StateDirectory(existingAt: path))?.liveHolder() == pid { return }
+            if (try? StateDirectory(existingAt: path))?.liveHolder() == pid,
+               await ControlClient.connect(socketPath: LiveQueue.socketPath(path)) != nil { return }
             var status: Int32 = 0
             if waitpid(pid, &status, WNOHANG) == pid {
                 throw UsageError(message: "the runner ended before it ran the queue (see \(path)/haul.log)")

@@ -1,4 +1,5 @@
 import ArgumentParser
+import ControlSocket
 import CursesBackend
 import DownloadCore
 import DownloadEngine
@@ -34,7 +35,12 @@ struct UI: AsyncParsableCommand {
         guard isatty(STDIN_FILENO) == 1, isatty(STDOUT_FILENO) == 1 else {
             throw UsageError(message: "the terminal UI needs a terminal on stdin and stdout (use haul get in scripts)")
         }
-        let store = try OpenStore(path: state.resolvedPath(settings))
+        let path = try state.resolvedPath(settings)
+        if let (pid, client) = await LiveQueue.attach(path) {
+            try await Self.attach(client, runner: pid, statePath: path, settings: settings, requests: requests, downloadDirectory: add.downloadDirectory(settings), defaults: defaults)
+            return
+        }
+        let store = try OpenStore(path: path)
         // `D` hands the queue to `haul start` with the same options (its URLs join their downloads).
         var arguments = Array(CommandLine.arguments.dropFirst())
         if arguments.first == "ui" { arguments.removeFirst() }
@@ -65,6 +71,8 @@ struct UI: AsyncParsableCommand {
         store.logger.info("ui", metadata: ["urls": "\(requests.count)", "restored": "\(store.queue.downloads.count)", "recovered": "\(notes.count)"])
         let queue = SessionQueue(session: session, onStop: { await session.shutdown() })
         let refused = await UIController.add(requests, to: queue)
+        // Other shells steer the queue through it (and other logins attach to it).
+        let server = await LiveQueue.serve(queue, statePath: store.directory.path, logger: store.logger)
 
         // From here until curses ends, stderr goes to the log: nothing may scribble on the screen.
         let redirect = StandardErrorRedirect(to: store.directory.logPath)
@@ -110,9 +118,11 @@ struct UI: AsyncParsableCommand {
             do {
                 let pid = try Runner.spawn(handover ?? [])
                 logger.notice("detached: handing the queue over", metadata: ["runner": "\(pid)"])
+                await server?.shutdown()
                 await session.shutdown()
                 print("haul: detached: the queue goes on in the background (pid \(pid)); haul attaches to it, haul stop ends it")
             } catch {
+                await server?.shutdown()
                 await session.shutdown()
                 throw error
             }
@@ -125,12 +135,84 @@ struct UI: AsyncParsableCommand {
             for await _ in queue.snapshots() {}
             logger.notice("detached runner stopping")
         }
+        await server?.shutdown()
         await session.shutdown()
         redirect?.restore()
         withExtendedLifetime(store) {}
         if let signal = interruption.received {
             store.logger.notice("interrupted", metadata: ["signal": "\(signal)"])
             throw ExitCode(128 + signal)
+        }
+    }
+}
+
+extension UI {
+    /// The UI on a queue another haul runs, through its control socket: the same table, keys,
+    /// help and details; its keys act on the shared queue. `q` asks before it stops the queue for
+    /// everyone, `D` (or a hang-up) just leaves. When the runner ends, one line says so (exit 1).
+    static func attach(
+        _ client: any QueueControl, runner pid: Int32, statePath: String, settings: Settings, requests: [AddOptions.Request],
+        downloadDirectory: String, defaults: RequestOptions
+    ) async throws {
+        let refused = await UIController.add(requests, to: client)
+        let snapshot: SessionSnapshot
+        do {
+            snapshot = try await client.snapshot()
+        } catch {
+            throw LiveQueue.refused(error)
+        }
+        // Signals end this UI only; the queue is the runner's.
+        let leave = HangUp()
+        for number in [SIGINT, SIGTERM, SIGHUP] { signal(number, SIG_IGN) }
+        let sources = [SIGINT, SIGTERM, SIGHUP].map { number in
+            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+            source.setEventHandler { leave.happened() }
+            source.resume()
+            return source
+        }
+        defer { for source in sources { source.cancel() } }
+        let redirect = StandardErrorRedirect(to: statePath + "/haul.log")
+        let terminal: CursesTerminal
+        do {
+            let noColor = !(ProcessInfo.processInfo.environment["NO_COLOR"] ?? "").isEmpty
+            terminal = try await CursesTerminal(colors: !noColor)
+        } catch {
+            redirect?.restore()
+            throw UsageError(message: error.description)
+        }
+        leave.whenItHappens { Task { await terminal.stop() } }
+        var view = ViewState(snapshot: snapshot, unicode: terminal.unicode && !settings.ascii)
+        view.attached = true
+        if let first = refused.first {
+            view.failed(refused.count == 1 ? first : "\(first) (and \(refused.count - 1) more)")
+        } else {
+            view.inform("attached to the queue haul (pid \(pid)) runs: D leaves it running, q stops it for everyone")
+        }
+        let controller = UIController(
+            queue: client,
+            terminal: terminal,
+            downloadDirectory: downloadDirectory,
+            defaults: defaults,
+            maxActiveIsConfigured: false,
+            refreshInterval: .milliseconds(Int(1000 / settings.refresh)),
+            freeBytes: { FreeSpace.bytes(at: downloadDirectory) }
+        )
+        let end = await controller.run(view)
+        await terminal.stop()
+        redirect?.restore()
+        switch end {
+        case .quit:
+            do {
+                try await client.stop()
+            } catch {
+                throw LiveQueue.refused(error)
+            }
+            print("haul: stopped the queue (pid \(pid)); its downloads are paused and resume at the next start")
+        case .detach, .terminalGone:
+            break
+        case .queueEnded:
+            writeError("haul: the queue's runner (pid \(pid)) ended; haul runs the queue again\n")
+            throw ExitCode(1)
         }
     }
 }

@@ -98,4 +98,82 @@ import Testing
             #expect(none.stderr == "haul: no haul runs the queue at \(state)\n")
         }
     }
+
+    @Test("17: other shells steer the running queue live, a second UI attaches, and a kill -9 of the runner ends it in one line")
+    func otherShellsAndUIsSteerTheRunningQueue() async throws {
+        try await CLI.withServer { server, directory in
+            var faults = Faults()
+            faults.throttleBytesPerSecond = 256 * 1024
+            for name in ["one.bin", "two.bin"] { server.serve("/" + name, size: 32 * 1024 * 1024, faults: faults) }
+            server.serve("/small.bin", size: 300_000)
+            let state = directory + "/state"
+            let first = try TmuxSession(TmuxSession.haulCommand(["-d", directory, server.url("/one.bin").absoluteString], state: state, in: directory))
+            defer { first.close() }
+            try await first.waitFor("one.bin runs") { _ in first.row("one.bin")?.contains("downloading") == true }
+            let runner = try #require(Self.runnerPID(state))
+            let socket = state + "/haul.sock"
+            var info = stat()
+            #expect(stat(socket, &info) == 0 && info.st_mode & 0o777 == 0o600, "the socket is the user's alone")
+
+            // haul add from another shell: downloading within 2 s, shown in the UI.
+            let added = ContinuousClock.now
+            let add = try await HaulProcess(["add", "-d", directory, server.url("/two.bin").absoluteString], in: directory, state: state).wait()
+            #expect(add.status == 0, "\(add.stderr)")
+            #expect(add.stdout.hasPrefix("2\t"), "\(add.stdout)")
+            try await first.waitFor("two.bin downloading in the UI") { _ in first.row("two.bin")?.contains("downloading") == true }
+            #expect(ContinuousClock.now - added < .seconds(2) || !server.requests("/two.bin").isEmpty)
+
+            // haul pause: paused in the UI within a second.
+            let paused = ContinuousClock.now
+            let pause = try await HaulProcess(["pause", "2"], in: directory, state: state).wait()
+            #expect(pause.status == 0 && pause.stdout == "paused 2\n", "\(pause.stdout) \(pause.stderr)")
+            try await first.waitFor("two.bin paused in the UI") { _ in first.row("two.bin")?.contains("paused") == true }
+            #expect(ContinuousClock.now - paused < .seconds(1.5))
+            let refused = try await HaulProcess(["remove", "1"], in: directory, state: state).wait()
+            #expect(refused.status == 2, "\(refused.stderr)")
+            #expect(refused.stderr.hasPrefix("haul: error: cannot remove download 1"), "\(refused.stderr)")
+
+            // haul list --json asks the runner: bytes grow between two calls, with the speed.
+            let before = try await CLI.list(state: state, in: directory)
+            try await Task.sleep(for: .seconds(1))
+            let after = try await CLI.list(state: state, in: directory)
+            let bytes = { (rows: [[String: Any]]) in (rows.first { ($0["id"] as? Int) == 1 }?["bytes"] as? NSNumber)?.int64Value ?? 0 }
+            #expect(bytes(after) > bytes(before), "\(bytes(before)) then \(bytes(after))")
+            #expect(after.first?["speed"] != nil, "live rows carry their speed")
+
+            // haul get hands its URL to the runner and follows it to the end.
+            let get = try await HaulProcess(["get", "-d", directory, server.url("/small.bin").absoluteString], in: directory, state: state).wait()
+            #expect(get.status == 0, "\(get.stdout) \(get.stderr)")
+            #expect(CLI.sha256(directory + "/small.bin") == server.sha256("/small.bin"))
+            try await first.waitFor("small.bin completed in the UI") { _ in first.row("small.bin")?.contains("completed") == true }
+
+            // A second UI attaches: both redraw, and a key in one shows in the other.
+            let second = try TmuxSession(TmuxSession.haulCommand([], state: state, in: directory))
+            defer { second.close() }
+            try await second.waitFor("the attached UI shows the rows") { _ in second.row("one.bin")?.contains("downloading") == true }
+            second.keys("p")
+            try await first.waitFor("the second UI's pause in the first") { _ in first.row("one.bin")?.contains("paused") == true }
+            try await second.waitFor("and in the second") { _ in second.row("one.bin")?.contains("paused") == true }
+            second.keys("Space")
+            try await first.waitFor("resumed from the second UI") { _ in first.row("one.bin")?.contains("downloading") == true }
+
+            // kill -9 of the runner: the attached UI says so in one line and exits; the terminal is restored.
+            try await Task.sleep(for: .milliseconds(500))
+            kill(runner, SIGKILL)
+            try await second.waitFor("the attached UI ends") { lines in lines.contains { $0.contains("[exited 1]") } }
+            let screen = second.screen().filter { !$0.trimmingCharacters(in: .whitespaces).isEmpty }
+            #expect(screen.contains { $0.hasPrefix("haul: the queue's runner (pid \(runner)) ended") }, "\(screen)")
+            #expect(!screen.contains { $0.hasPrefix("NAME") }, "the table is gone: \(screen)")
+
+            // The next runner resumes from the bytes on disk.
+            let onDisk = CLI.length(directory + "/one.bin.part") ?? 0
+            let start = try await HaulProcess(["start"], in: directory, state: state).wait(timeout: 20)
+            #expect(start.status == 0, "\(start.stderr)")
+            try await CLI.waitUntil("one.bin resumed") { server.requests("/one.bin").last?.range?.hasPrefix("bytes=") == true }
+            let resumedAt = Int64(server.requests("/one.bin").last?.range?.dropFirst("bytes=".count).split(separator: "-").first ?? "") ?? -1
+            #expect(resumedAt > 0 && onDisk - resumedAt <= 1024 * 1024, "resumed at \(resumedAt) with \(onDisk) on disk")
+            let stop = try await HaulProcess(["stop"], in: directory, state: state).wait(timeout: 20)
+            #expect(stop.status == 0)
+        }
+    }
 }

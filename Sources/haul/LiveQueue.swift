@@ -1,0 +1,57 @@
+import ControlSocket
+import DownloadCore
+import DownloadStore
+import Foundation
+import Logging
+
+/// The queue as a runner holds it: its control socket, for the UI and the commands of another
+/// shell, and the server a runner puts on it.
+enum LiveQueue {
+    /// `<state>/haul.sock`.
+    static func socketPath(_ statePath: String) -> String {
+        statePath + "/haul.sock"
+    }
+
+    /// The runner of the queue at `path` and a client of its socket; nil when no haul runs it, or
+    /// the haul that holds it serves no socket (`haul get` runs only its own downloads: the
+    /// callers then refuse as before, naming its pid).
+    ///
+    /// A runner that just took the lock may not listen yet: it is given two seconds.
+    static func attach(_ path: String) async -> (pid: Int32, client: ControlClient)? {
+        guard let pid = (try? StateDirectory(existingAt: path))?.liveHolder() else { return nil }
+        let deadline = ContinuousClock.now + .seconds(2)
+        while FileManager.default.fileExists(atPath: socketPath(path)) {
+            if let client = await ControlClient.connect(socketPath: socketPath(path)) { return (pid, client) }
+            // It ended meanwhile, or a socket left by a runner that died is all there is.
+            guard (try? StateDirectory(existingAt: path))?.liveHolder() == pid, ContinuousClock.now < deadline else { return nil }
+            try? await Task.sleep(for: .milliseconds(50))
+        }
+        return nil
+    }
+
+    /// Serves `queue` on the socket of the state directory at `path`; nil (logged) when it cannot,
+    /// and the queue runs all the same, steered only from this process.
+    static func serve(_ queue: any QueueControl, statePath path: String, logger: Logger) async -> ControlServer? {
+        do {
+            let server = try await ControlServer.start(socketPath: socketPath(path), queue: queue, logger: Logger(label: "haul.control"))
+            logger.info("control socket", metadata: ["path": "\(socketPath(path))"])
+            return server
+        } catch {
+            logger.error("no control socket", metadata: ["path": "\(socketPath(path))", "reason": "\(error.description)"])
+            return nil
+        }
+    }
+
+    /// The reason a refused request gives, for commands: exit 2 with it.
+    static func refused(_ error: QueueControlError) -> any Error {
+        switch error.kind {
+        case .refused: UsageError(message: error.description)
+        case .unavailable, .closed: RunnerGone(message: error.description)
+        }
+    }
+}
+
+/// The runner ended while a command talked to it: one line, exit 1.
+struct RunnerGone: Error {
+    var message: String
+}
