@@ -14,6 +14,8 @@ import Synchronization
 /// Every connection has its own task; a client that stops reading holds up nobody (see `events`).
 public final class ControlServer: Sendable {
     typealias Connection = NIOAsyncChannel<ControlInbound, HTTPServerResponsePart>
+    /// A connection, and when its socket takes more bytes (its gate keeps count).
+    typealias Accepted = (connection: Connection, writability: Writability)
 
     /// Why the socket could not be served, in one line.
     public struct Failure: Error, Hashable, CustomStringConvertible {
@@ -55,7 +57,7 @@ public final class ControlServer: Sendable {
 
     static func start(socketPath: String, queue: any QueueControl, logger: Logger, limits: Limits) async throws(Failure) -> ControlServer {
         let socket = try ListeningSocket.bind(socketPath)
-        let channel: NIOAsyncChannel<Connection, Never>
+        let channel: NIOAsyncChannel<Accepted, Never>
         do {
             channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton).bind(socket) { channel in
                 PeerCredentials.of(channel).map(Optional.some).recover { _ in nil }.flatMapThrowing { peer in
@@ -67,8 +69,9 @@ public final class ControlServer: Sendable {
                         refusal = (.forbidden, "only the user running this queue may steer it")
                     }
                     try channel.pipeline.syncOperations.configureHTTPServerPipeline(withPipeliningAssistance: false, withErrorHandling: false)
-                    try channel.pipeline.syncOperations.addHandler(RequestGate(limits: limits, refusal: refusal))
-                    return try Connection(wrappingChannelSynchronously: channel)
+                    let writability = Writability()
+                    try channel.pipeline.syncOperations.addHandler(RequestGate(limits: limits, refusal: refusal, writability: writability))
+                    return (try Connection(wrappingChannelSynchronously: channel), writability)
                 }
             }
         } catch {
@@ -90,12 +93,12 @@ public final class ControlServer: Sendable {
         serverChannel = channel
     }
 
-    private func run(_ channel: NIOAsyncChannel<Connection, Never>) {
+    private func run(_ channel: NIOAsyncChannel<Accepted, Never>) {
         let task = Task<Void, Never> {
             try? await withThrowingDiscardingTaskGroup { group in
                 try await channel.executeThenClose { inbound in
                     for try await connection in inbound {
-                        group.addTask { await self.serve(connection) }
+                        group.addTask { await self.serve(connection.connection, connection.writability) }
                     }
                 }
             }
@@ -127,9 +130,20 @@ public final class ControlServer: Sendable {
         closer.cancel()
     }
 
+    /// The bytes each event stream has written that its client has not taken yet (for the tests:
+    /// a client that stops reading must not make this grow).
+    func eventBacklogs() async -> [Int] {
+        let channels = state.withLock { state in state.streams.keys.compactMap { state.channels[$0] } }
+        var backlogs: [Int] = []
+        for channel in channels {
+            if let bytes = try? await channel.getOption(.bufferedWritableBytes).get() { backlogs.append(bytes) }
+        }
+        return backlogs
+    }
+
     // MARK: Connections
 
-    private func serve(_ connection: Connection) async {
+    private func serve(_ connection: Connection, _ writability: Writability) async {
         let channel = connection.channel
         let key = ObjectIdentifier(channel)
         let stopping = state.withLock { state in
@@ -152,7 +166,8 @@ public final class ControlServer: Sendable {
                         return
                     case .request(let head, let body):
                         if head.method == .GET, Route.path(head.uri) == "/v1/events" {
-                            await events(head, channel: channel, to: outbound)
+                            await events(head, channel: channel, writability: writability, to: outbound)
+                            await finish(channel)
                             return
                         }
                         let reply = await respond(head, body)
@@ -160,11 +175,14 @@ public final class ControlServer: Sendable {
                         try await write(reply, keepAlive: keepAlive, to: outbound)
                         if let then = reply.then {
                             // The answer is out before the work starts (stop ends this server).
-                            try? await channel.close()
+                            await finish(channel)
                             Task { await then() }
                             return
                         }
-                        guard keepAlive else { return }
+                        guard keepAlive else {
+                            await finish(channel)
+                            return
+                        }
                     }
                 }
             }
@@ -173,10 +191,16 @@ public final class ControlServer: Sendable {
         }
     }
 
+    /// Returns once everything written has reached the socket: a close drops what is still
+    /// waiting to be written (a large answer to a client that reads slower than it is written).
+    private func finish(_ channel: any Channel) async {
+        try? await channel.close(mode: .output)
+    }
+
     /// Lets the client read an answer sent before its request was read in full: no more is sent,
     /// what comes is dropped, and the connection closes when the client does or after a grace.
     private func linger(_ channel: any Channel) async {
-        try? await channel.close(mode: .output)
+        await finish(channel)
         let closed = channel.closeFuture
         let grace = channel.eventLoop.scheduleTask(in: limits.linger) { channel.close(promise: nil) }
         try? await closed.get()
@@ -204,9 +228,10 @@ public final class ControlServer: Sendable {
     /// queue ends, the server stops or the client goes.
     ///
     /// Newest wins per client: the session's pictures reach this stream through a buffer of one, and
-    /// the write of a line waits while the client's socket is full. Nothing queues meanwhile: the
-    /// next line says what changed since the line last written, however long the client lagged.
-    private func events(_ head: HTTPRequestHead, channel: any Channel, to outbound: NIOAsyncChannelOutboundWriter<HTTPServerResponsePart>) async {
+    /// no line is made while the client's socket is full (past NIO's high watermark: at most the
+    /// line that filled it waits). Nothing queues meanwhile: the next line says what changed since
+    /// the line last written, however long the client lagged.
+    private func events(_ head: HTTPRequestHead, channel: any Channel, writability: Writability, to outbound: NIOAsyncChannelOutboundWriter<HTTPServerResponsePart>) async {
         let (stream, continuation) = AsyncStream.makeStream(of: SessionSnapshot.self, bufferingPolicy: .bufferingNewest(1))
         let key = ObjectIdentifier(channel)
         let stopping = state.withLock { state in
@@ -231,12 +256,16 @@ public final class ControlServer: Sendable {
         do {
             try await outbound.write(.head(HTTPResponseHead(version: .http1_1, status: .ok, headers: headers)))
             var sent: SessionSnapshot?
-            for await snapshot in stream {
-                let line = sent.map { EventLine.changes(from: $0, to: snapshot) } ?? EventLine.snapshot(snapshot)
-                if let line {
+            var pictures = stream.makeAsyncIterator()
+            while true {
+                // While the client's socket is full nothing is written and nothing queues: the
+                // stream keeps only the newest picture, and the line made once it empties goes
+                // from the picture last sent to that one.
+                await writability.wait()
+                guard let snapshot = await pictures.next() else { break }
+                if let line = sent.map({ EventLine.changes(from: $0, to: snapshot) }) ?? EventLine.snapshot(snapshot) {
                     var buffer = ByteBuffer(bytes: try encoder.encode(line))
                     buffer.writeString("\n")
-                    // Waits while the client's socket is full; the stream keeps only the newest picture.
                     try await outbound.write(.body(.byteBuffer(buffer)))
                     sent = snapshot
                 }

@@ -1,5 +1,6 @@
 import NIOCore
 import NIOHTTP1
+import Synchronization
 
 /// What a connection's task receives from its gate: whole requests, or a refusal to answer once
 /// before the connection closes.
@@ -38,9 +39,23 @@ final class RequestGate: ChannelDuplexHandler {
     private var deadline: Scheduled<Void>?
     private var started = false
 
-    init(limits: ControlServer.Limits, refusal: (HTTPResponseStatus, String)?) {
+    private let writability: Writability
+
+    init(limits: ControlServer.Limits, refusal: (HTTPResponseStatus, String)?, writability: Writability) {
         self.limits = limits
         self.refusal = refusal
+        self.writability = writability
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        writability.set(context.channel.isWritable)
+        context.fireChannelWritabilityChanged()
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        // Nobody waits for a socket that is gone: the next write fails and ends the stream.
+        writability.set(true)
+        context.fireChannelInactive()
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
@@ -150,6 +165,37 @@ final class RequestGate: ChannelDuplexHandler {
             context.close(promise: nil)
         case .refused:
             break
+        }
+    }
+}
+
+/// Whether a connection's socket takes more bytes, for a task to wait on.
+final class Writability: Sendable {
+    private struct State {
+        var writable = true
+        var waiters: [CheckedContinuation<Void, Never>] = []
+    }
+
+    private let state = Mutex(State())
+
+    func set(_ writable: Bool) {
+        let waiters = state.withLock { state in
+            state.writable = writable
+            guard writable else { return [CheckedContinuation<Void, Never>]() }
+            defer { state.waiters = [] }
+            return state.waiters
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+
+    /// Returns once the socket takes more bytes (or is gone).
+    func wait() async {
+        await withCheckedContinuation { continuation in
+            let now = state.withLock { state in
+                if !state.writable { state.waiters.append(continuation) }
+                return state.writable
+            }
+            if now { continuation.resume() }
         }
     }
 }

@@ -137,15 +137,12 @@ enum Curl {
         let output = Pipe()
         process.standardOutput = output
         process.standardError = output
-        let text = try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<String, any Error>) in
-            process.terminationHandler = { _ in
-                continuation.resume(returning: String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self))
-            }
-            do {
-                try process.run()
-            } catch {
-                continuation.resume(throwing: error)
-            }
+        try process.run()
+        // Read while curl writes: a pipe holds 64 KiB, and a larger answer would block it forever.
+        let text = await blocking {
+            let data = output.fileHandleForReading.readDataToEndOfFile()
+            process.waitUntilExit()
+            return String(decoding: data, as: UTF8.self)
         }
         guard let newline = text.lastIndex(of: "\n"), let status = Int(text[text.index(after: newline)...]) else {
             throw TestFailure("curl said: \(text)")
@@ -159,8 +156,9 @@ enum Curl {
 
 /// A client that speaks raw bytes over the socket, for what no HTTP client would send; blocking
 /// calls run off the cooperative pool.
-final class RawClient: @unchecked Sendable {
+final class RawClient: Sendable {
     let fd: Int32
+    private let received = Mutex<[UInt8]>([])
 
     init(_ path: String) throws {
         fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
@@ -194,20 +192,19 @@ final class RawClient: @unchecked Sendable {
         await send(Array(text.utf8))
     }
 
-    /// What arrives until the server closes the connection or `timeout` seconds pass without a byte,
-    /// and whether it closed.
+    /// Everything received so far, with what arrives until the server closes the connection, `done`
+    /// says so of everything received, or `timeout` seconds pass without a byte; and whether it closed.
     func receive(timeout: Double = 5, until done: @escaping @Sendable ([UInt8]) -> Bool = { _ in false }) async -> (bytes: [UInt8], closed: Bool) {
         await blocking {
-            var received: [UInt8] = []
             var buffer = [UInt8](repeating: 0, count: 65536)
-            while !done(received) {
+            while !done(self.received.withLock { $0 }) {
                 var poller = pollfd(fd: self.fd, events: Int16(POLLIN), revents: 0)
-                guard poll(&poller, 1, Int32(timeout * 1000)) > 0 else { return (received, false) }
+                guard poll(&poller, 1, Int32(timeout * 1000)) > 0 else { return (self.received.withLock { $0 }, false) }
                 let count = buffer.withUnsafeMutableBytes { recv(self.fd, $0.baseAddress, $0.count, 0) }
-                guard count > 0 else { return (received, true) }
-                received += buffer[0..<count]
+                guard count > 0 else { return (self.received.withLock { $0 }, true) }
+                self.received.withLock { $0 += buffer[0..<count] }
             }
-            return (received, false)
+            return (self.received.withLock { $0 }, false)
         }
     }
 
