@@ -13,17 +13,23 @@ public final class ControlClient: QueueControl {
     typealias Connection = NIOAsyncChannel<HTTPClientResponsePart, HTTPClientRequestPart>
 
     public let socketPath: String
+    /// The longest a request waits for its answer.
+    let answerTimeout: TimeAmount
 
-    private init(socketPath: String) {
+    private init(socketPath: String, answerTimeout: TimeAmount) {
         self.socketPath = socketPath
+        self.answerTimeout = answerTimeout
     }
 
     /// A client of the queue served at `socketPath`, or nil when nothing answers there (no file,
     /// a stale socket nobody listens on): the caller then edits the queue's database itself.
-    public static func connect(socketPath: String) async -> ControlClient? {
+    ///
+    /// A request whose answer does not come within `answerTimeout` (a hung runner) fails with
+    /// `.unavailable`, saying so; the default leaves room for ten thousand URLs queued at once.
+    public static func connect(socketPath: String, answerTimeout: TimeAmount = .seconds(120)) async -> ControlClient? {
         guard let connection = try? await open(socketPath) else { return nil }
         try? await connection.channel.close()
-        return ControlClient(socketPath: socketPath)
+        return ControlClient(socketPath: socketPath, answerTimeout: answerTimeout)
     }
 
     private static func open(_ path: String) async throws -> Connection {
@@ -201,6 +207,12 @@ public final class ControlClient: QueueControl {
         } catch {
             throw QueueControlError(.unavailable, "no haul runs this queue: nothing answers on \(socketPath)")
         }
+        // A runner that takes the connection and never answers (hung) must not hold a command
+        // forever: the connection is closed after `answerTimeout`, and the call says so.
+        let channel = connection.channel
+        let started = ContinuousClock.now
+        let timeout = channel.eventLoop.scheduleTask(in: answerTimeout) { channel.close(promise: nil) }
+        defer { timeout.cancel() }
         let answer: (HTTPResponseStatus, Data)?
         do {
             answer = try await connection.executeThenClose { inbound, outbound in
@@ -224,7 +236,12 @@ public final class ControlClient: QueueControl {
         } catch {
             answer = nil
         }
-        guard let answer else { throw QueueControlError(.unavailable, "the haul running the queue went away before it answered") }
+        guard let answer else {
+            if ContinuousClock.now - started >= .nanoseconds(answerTimeout.nanoseconds) {
+                throw QueueControlError(.unavailable, "the haul running the queue did not answer within \(Duration.nanoseconds(answerTimeout.nanoseconds))")
+            }
+            throw QueueControlError(.unavailable, "the haul running the queue went away before it answered")
+        }
         return answer
     }
 

@@ -98,6 +98,26 @@ import Testing
         #expect(FileManager.default.fileExists(atPath: directory + "/haul.sock"))
         #expect(await ControlClient.connect(socketPath: directory + "/haul.sock") == nil)
     }
+
+    @Test func aRunnerThatNeverAnswersFailsTheCallInTime() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("haul-control-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        // Listening, never accepting: connections queue in the kernel and nothing ever answers.
+        let hung = try ListeningSocket.bind(directory + "/haul.sock")
+        defer { close(hung) }
+        #expect(listen(hung, 8) == 0)
+        let client = try #require(await ControlClient.connect(socketPath: directory + "/haul.sock", answerTimeout: .milliseconds(300)))
+        let started = ContinuousClock.now
+        do {
+            _ = try await client.snapshot()
+            Issue.record("a hung runner answered")
+        } catch {
+            #expect(error.kind == .unavailable)
+            #expect(error.message.hasPrefix("the haul running the queue did not answer within"), "\(error.message)")
+        }
+        #expect(ContinuousClock.now - started < .seconds(5))
+    }
 }
 
 func throttled(_ bytesPerSecond: Int) -> Faults {
