@@ -38,6 +38,15 @@ import Testing
             let log = (try? String(contentsOfFile: state + "/haul.log", encoding: .utf8)) ?? ""
             #expect(log.contains("terminal gone: detached, the queue goes on"), "\(log.suffix(500))")
 
+            // A later login attaches to it and sees the same row downloading.
+            let later = try TmuxSession(TmuxSession.haulCommand([], state: state, in: directory))
+            defer { later.close() }
+            try await later.waitFor("the attached UI shows the row downloading") { _ in later.row("long.bin")?.contains("downloading") == true }
+            #expect(later.screen().contains { $0.contains("attached to the queue haul (pid \(pid)) runs") })
+            later.keys("D")
+            try await later.waitFor("D leaves the attached UI") { lines in lines.contains { $0.contains("[exited 0]") } }
+            #expect(Self.alive(pid), "leaving an attached UI leaves the runner running")
+
             // SIGTERM keeps its meaning: pause everything, checkpoint, exit.
             kill(pid, SIGTERM)
             try await CLI.waitUntil(timeout: 5, "the runner exits") { !Self.alive(pid) }
