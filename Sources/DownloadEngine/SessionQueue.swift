@@ -11,12 +11,15 @@ public final class SessionQueue: QueueControl {
     public let session: DownloadSession
     private let hub = SnapshotHub()
     private let onStop: @Sendable () async -> Void
+    private let onMaxActive: @Sendable (Int) -> Void
     private let reader: Task<Void, Never>
 
-    /// `onStop` carries out `stop()`: the runner shuts the session down and exits.
-    public init(session: DownloadSession, onStop: @escaping @Sendable () async -> Void) {
+    /// `onStop` carries out `stop()`: the runner shuts the session down and exits. `onMaxActive`
+    /// remembers a new number at once for the next start, whoever set it (a key, the socket).
+    public init(session: DownloadSession, onStop: @escaping @Sendable () async -> Void, onMaxActive: @escaping @Sendable (Int) -> Void = { _ in }) {
         self.session = session
         self.onStop = onStop
+        self.onMaxActive = onMaxActive
         let hub = hub
         reader = Task {
             hub.publish(await session.snapshot())
@@ -78,6 +81,7 @@ public final class SessionQueue: QueueControl {
 
     public func setMaxActive(_ count: Int) async throws(QueueControlError) {
         try await run { () async throws(DownloadSession.TransitionError) in try await self.session.setMaxActive(count) }
+        onMaxActive(count)
     }
 
     public func stop() async throws(QueueControlError) {

@@ -91,7 +91,7 @@ enum Runner {
         let session = DownloadSession(configuration: configuration, journal: store.database)
         let interruption = Interruption(session: session, onHangUp: {})
         let notes = await session.restore(store.queue, startPending: true)
-        let queue = SessionQueue(session: session, onStop: { await session.shutdown() })
+        let queue = SessionQueue(session: session, onStop: { await session.shutdown() }, onMaxActive: { store.saveMaxActive($0) })
         let refused = await UIController.add(requests, to: queue)
         let server = await LiveQueue.serve(queue, statePath: store.directory.path, logger: store.logger)
         store.logger.notice("runner started", metadata: [

@@ -69,7 +69,7 @@ struct UI: AsyncParsableCommand {
         let interruption = Interruption(session: session, beforeForcedExit: { Emergency.restoreTerminal() }, onHangUp: { hangUp.happened() })
         let notes = await session.restore(store.queue, startPending: true)
         store.logger.info("ui", metadata: ["urls": "\(requests.count)", "restored": "\(store.queue.downloads.count)", "recovered": "\(notes.count)"])
-        let queue = SessionQueue(session: session, onStop: { await session.shutdown() })
+        let queue = SessionQueue(session: session, onStop: { await session.shutdown() }, onMaxActive: { store.saveMaxActive($0) })
         let refused = await UIController.add(requests, to: queue)
         // Other shells steer the queue through it (and other logins attach to it).
         let server = await LiveQueue.serve(queue, statePath: store.directory.path, logger: store.logger)
@@ -102,7 +102,6 @@ struct UI: AsyncParsableCommand {
             defaults: defaults,
             maxActiveIsConfigured: settings.maxActive != nil,
             refreshInterval: .milliseconds(Int(1000 / settings.refresh)),
-            saveMaxActive: { store.saveMaxActive($0) },
             freeBytes: { FreeSpace.bytes(at: downloadDirectory) },
             log: { logger.info("\($0)") }
         )
