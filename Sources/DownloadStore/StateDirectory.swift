@@ -83,19 +83,59 @@ public struct StateDirectory: Sendable {
         return QueueLock(descriptor: fd)
     }
 
-    /// The pid of a live haul that holds (or last held) the lock; nil when that process is gone.
+    /// The pid of the process that holds the lock; nil when none does.
     ///
-    /// Reads the pid the holder wrote and asks the kernel whether it still runs a haul, without
-    /// touching the lock itself: probing it could make a haul starting at that moment fail.
+    /// Asks the kernel who holds the lock (`/proc/locks`, by the lock file's device and inode),
+    /// without touching the lock itself: probing it could make a haul starting at that moment fail.
+    /// Neither the program's name nor a pid file decides: a haul renamed or copied is found, and
+    /// a recycled pid is not taken for one. Where `/proc/locks` cannot be read, the pid the holder
+    /// wrote is taken while that process runs.
     public func liveHolder() -> Int32? {
+        var info = stat()
+        guard stat(lockPath, &info) == 0 else { return nil }
+        if let table = Self.wholeFile("/proc/locks") {
+            return Self.flockHolder(in: table, device: UInt64(info.st_dev), inode: UInt64(info.st_ino))
+        }
         let fd = open(lockPath, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { return nil }
         defer { close(fd) }
         guard let pid = Self.readPID(fd, attempts: 1), pid > 0, kill(pid, 0) == 0 || errno == EPERM else { return nil }
-        // A recycled pid belongs to another program.
-        guard let command = FileManager.default.contents(atPath: "/proc/\(pid)/cmdline") else { return pid }
-        let arguments = command.split(separator: 0).map { String(decoding: $0, as: UTF8.self) }
-        return arguments.contains { $0 == "haul" || $0.hasSuffix("/haul") } ? pid : nil
+        return pid
+    }
+
+    /// The pid of the `flock` holder of the file `device`/`inode` in the text of `/proc/locks`
+    /// (`1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF`: the device as hex major:minor).
+    static func flockHolder(in table: String, device: UInt64, inode: UInt64) -> Int32? {
+        let major = ((device >> 8) & 0xFFF) | ((device >> 32) & ~UInt64(0xFFF))
+        let minor = (device & 0xFF) | ((device >> 12) & ~UInt64(0xFF))
+        for line in table.split(separator: "\n") {
+            let fields = line.split(separator: " ", omittingEmptySubsequences: true)
+            // A waiter's line starts with "->" and shifts the fields: only holders count.
+            guard fields.count >= 6, fields[1] == "FLOCK", fields[3] == "WRITE" else { continue }
+            let file = fields[5].split(separator: ":")
+            guard file.count == 3, UInt64(file[0], radix: 16) == major, UInt64(file[1], radix: 16) == minor,
+                  UInt64(file[2]) == inode, let pid = Int32(fields[4]), pid > 0 else { continue }
+            return pid
+        }
+        return nil
+    }
+
+    /// The text of a file read to its end: a /proc file says its size is 0, and one read (or a
+    /// reader that trusts the size) gets only its first page, where the lock looked for may not be.
+    private static func wholeFile(_ path: String) -> String? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var bytes: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 64 * 1024)
+        while true {
+            let count = read(fd, &buffer, buffer.count)
+            if count < 0, errno == EINTR { continue }
+            guard count >= 0 else { return nil }
+            if count == 0 { break }
+            bytes.append(contentsOf: buffer[0..<count])
+        }
+        return String(decoding: bytes, as: UTF8.self)
     }
 
     private static func readPID(_ fd: Int32, attempts: Int = 20) -> Int32? {

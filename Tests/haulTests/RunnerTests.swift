@@ -187,3 +187,35 @@ import Testing
         }
     }
 }
+
+/// Issue 18, item 5: the queue's holder is who holds its lock, whatever the binary is called.
+@Suite struct RenamedBinaryTests {
+    @Test("18.5: a haul renamed or copied still holds the queue: list shows it running, edits refuse naming it")
+    func aRenamedHaulIsStillTheHolder() async throws {
+        try await CLI.withServer { server, directory in
+            var faults = Faults()
+            faults.throttleBytesPerSecond = 256 * 1024
+            server.serve("/r.bin", size: 8 * 1024 * 1024, faults: faults)
+            let copy = directory + "/fetcher"
+            try FileManager.default.copyItem(atPath: HaulProcess.binary.path, toPath: copy)
+            let state = directory + "/state"
+            let renamed = Process()
+            renamed.executableURL = URL(fileURLWithPath: copy)
+            renamed.arguments = ["get", "-d", directory, server.url("/r.bin").absoluteString]
+            renamed.environment = ProcessInfo.processInfo.environment.merging(["HAUL_STATE_DIR": state]) { $1 }
+            renamed.standardOutput = FileHandle.nullDevice
+            renamed.standardError = FileHandle.nullDevice
+            try renamed.run()
+            defer { if renamed.isRunning { kill(renamed.processIdentifier, SIGKILL) } }
+            try await CLI.waitUntil("the renamed haul downloads") { (CLI.length(directory + "/r.bin.part") ?? 0) > 0 }
+            let rows = try await CLI.list(state: state, in: directory)
+            #expect(rows.first?["state"] as? String == "downloading", "not 'queued (interrupted)': \(rows)")
+            let pause = try await HaulProcess(["pause", "1"], in: directory, state: state).wait()
+            #expect(pause.status == 2)
+            #expect(pause.stderr.contains("haul (pid \(renamed.processIdentifier)) is running this queue"), "\(pause.stderr)")
+            kill(renamed.processIdentifier, SIGINT)
+            renamed.waitUntilExit()
+            #expect(renamed.terminationStatus == 130)
+        }
+    }
+}

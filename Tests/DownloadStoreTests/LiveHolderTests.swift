@@ -1,0 +1,55 @@
+import DownloadStore
+import Foundation
+import Testing
+
+/// Who holds a queue is asked of the kernel's lock table, never told by a program's name.
+@Suite struct LiveHolderTests {
+    @Test func theHolderIsFoundByItsLockWhateverTheProgramIsCalled() async throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("haul-holder-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let directory = try StateDirectory(creatingAt: path)
+        #expect(directory.liveHolder() == nil, "nobody holds a new queue")
+
+        // This test process (not named haul) holds it.
+        var lock: QueueLock? = try directory.lock()
+        #expect(directory.liveHolder() == getpid())
+        withExtendedLifetime(lock) {}
+        lock = nil
+        #expect(directory.liveHolder() == nil, "released with the lock")
+
+        // Another program entirely (flock(1)) holds it, and the pid file names someone else.
+        try Data("1\n".utf8).write(to: URL(fileURLWithPath: directory.lockPath))
+        let holder = Process()
+        holder.executableURL = URL(fileURLWithPath: "/usr/bin/flock")
+        holder.arguments = ["-x", directory.lockPath, "sleep", "2"]
+        try holder.run()
+        let deadline = Date().addingTimeInterval(10)
+        while directory.liveHolder() == nil, Date() < deadline { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(directory.liveHolder() == holder.processIdentifier, "the pid in the lock table, not the one in the file")
+        holder.waitUntilExit()
+        #expect(directory.liveHolder() == nil, "a pid file whose process runs is no holder without the lock")
+    }
+
+    @Test func theHolderIsFoundAmongHundredsOfLocks() throws {
+        // /proc/locks says its size is 0; a reader that trusts that, or reads once, sees only its
+        // first page. 300 other locks push the queue's past it, in either order.
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("haul-holder-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let directory = try StateDirectory(creatingAt: path)
+        var first: QueueLock? = try directory.lock()
+        var others: [Int32] = []
+        defer { for fd in others { close(fd) } }
+        for index in 0..<300 {
+            let fd = open(path + "/other-\(index)", O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+            #expect(fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) == 0)
+            others.append(fd)
+        }
+        #expect(directory.liveHolder() == getpid(), "taken before the others")
+        withExtendedLifetime(first) {}
+        first = nil
+        #expect(directory.liveHolder() == nil)
+        let again = try directory.lock()
+        #expect(directory.liveHolder() == getpid(), "taken after the others")
+        withExtendedLifetime(again) {}
+    }
+}
