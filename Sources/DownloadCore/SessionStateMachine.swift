@@ -430,11 +430,21 @@ public struct SessionStateMachine: Sendable {
         return actions
     }
 
-    /// Cancels every paused download, deleting its partial data.
+    /// Discards the partial data of every paused download and keeps the downloads: each stays in
+    /// the queue, paused at 0 B and marked purged (its `lastError` says how much went), and a
+    /// resume fetches it from zero. A person wanted the space back, not to lose the downloads.
     public mutating func purgePaused() -> [Action] {
         var actions: [Action] = []
-        for id in order where downloads[id]?.state == .paused {
-            actions += (try? cancel(id)) ?? []
+        for id in order {
+            guard var download = downloads[id], download.state == .paused else { continue }
+            let freed = download.bytesOnDisk
+            // Nothing of the discarded bytes is trusted again: no validator, no parts, no resume.
+            download.forgetVersion()
+            download.bytesPerSecond = 0
+            download.pausedByShutdown = false
+            download.lastError = "purged: \(Format.bytes(freed)) of partial data discarded; resuming fetches it from zero"
+            downloads[id] = download
+            actions.append(.deletePartFile(id, path: download.partPath))
         }
         return actions
     }

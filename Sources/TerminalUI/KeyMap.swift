@@ -53,7 +53,7 @@ public enum KeyMap {
         KeyBinding(keys: [.char("d"), .delete], label: "d/Del", action: .remove, summary: "remove a finished, failed or cancelled row (files stay)", hint: "remove"),
         KeyBinding(keys: [.char("P")], label: "P", action: .pauseAll, summary: "pause all"),
         KeyBinding(keys: [.char("R")], label: "R", action: .resumeAll, summary: "resume all"),
-        KeyBinding(keys: [.char("X")], label: "X", action: .purge, summary: "purge the partial data of all paused downloads (asks first)"),
+        KeyBinding(keys: [.char("X")], label: "X", action: .purge, summary: "purge the data of all paused downloads, keeping them (asks first)"),
         KeyBinding(keys: [.char("+")], label: "+", action: .moveUp, summary: "move up the queue"),
         KeyBinding(keys: [.char("-")], label: "-", action: .moveDown, summary: "move down the queue"),
         KeyBinding(keys: [.char("<")], label: "<", action: .fewerAtOnce, summary: "run fewer at once"),

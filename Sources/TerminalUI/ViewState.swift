@@ -193,7 +193,12 @@ public struct ViewState: Sendable {
             }
             switch confirmation.kind {
             case .cancel(let id): return [.cancel(id)]
-            case .purge: return [.purgePaused]
+            case .purge:
+                // Said now: the rows show the rest (paused at 0 B, marked purged).
+                let paused = snapshot.downloads.filter { $0.state == .paused }
+                let bytes = paused.reduce(Int64(0)) { $0 + $1.bytesOnDisk }
+                message = StatusMessage("purged \(paused.count == 1 ? "1 paused download" : "\(paused.count) paused downloads"): \(Format.bytes(bytes)) freed; they stay in the queue")
+                return [.purgePaused]
             case .stopQueue: return [.quit]
             }
         case .help:
@@ -327,7 +332,7 @@ public struct ViewState: Sendable {
         }
         let bytes = paused.reduce(Int64(0)) { $0 + $1.bytesOnDisk }
         let what = paused.count == 1 ? "1 paused download" : "\(paused.count) paused downloads"
-        overlay = .confirm(Confirmation(kind: .purge, question: "Purge \(what) (deletes \(Format.bytes(bytes)) of partial data)?"))
+        overlay = .confirm(Confirmation(kind: .purge, question: "Purge \(what) (deletes \(Format.bytes(bytes)) of partial data; the downloads stay)?"))
     }
 
     private mutating func move(_ download: Download, by offset: Int) -> [Command] {

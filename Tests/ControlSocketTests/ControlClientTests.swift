@@ -59,7 +59,8 @@ import Testing
             try await harness.client.pause(third)
             try await harness.wait(first) { $0.state == .paused }
             try await harness.client.purgePaused()
-            try await harness.wait(first) { $0.state == .cancelled }
+            // Purged, a download stays in the queue, paused at 0 B.
+            try await harness.wait(first) { $0.state == .paused && $0.bytesOnDisk == 0 && $0.lastError?.hasPrefix("purged: ") == true }
 
             try await harness.client.stop()
             try await HaulWait.until("stop reached the queue") { harness.stopped.count.count == 1 }

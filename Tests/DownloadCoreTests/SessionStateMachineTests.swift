@@ -606,6 +606,9 @@ import Testing
     @Test func pauseAllResumeAllAndPurge() throws {
         var m = machine(maxActive: 1)
         let (a, attempt) = try started(&m)
+        m.transferResponded(a, attempt: attempt, info: .init(
+            status: 200, total: 10, validators: Validators(etag: "\"v1\"", lastModified: nil), finalURL: nil, serverFileName: nil, disposition: .fresh
+        ))
         let (b, _) = try m.schedule(url: URL(string: "http://example.test/b")!, destination: .file("/d/b"))
         let paused = m.pauseAll()
         #expect(paused == [.stopTransfer(a, attempt)], "no freed slot starts a download that is being paused")
@@ -614,10 +617,19 @@ import Testing
         #expect(resumed.count == 1)
         #expect(m.all.map(\.state) == [.downloading, .queued])
         _ = m.pauseAll()
+        #expect(m.download(a)?.etag == "\"v1\"")
         let purged = m.purgePaused()
         #expect(purged.contains(.deletePartFile(a, path: "/d/file.bin.part")))
         #expect(purged.contains(.deletePartFile(b, path: "/d/b.part")))
-        #expect(m.all.map(\.state) == [.cancelled, .cancelled])
+        #expect(m.all.map(\.state) == [.paused, .paused], "purged downloads stay in the queue, paused")
+        #expect(m.all.map(\.bytesOnDisk) == [0, 0])
+        #expect(m.download(a)?.lastError?.hasPrefix("purged: ") == true, "\(m.download(a)?.lastError ?? "")")
+        #expect(m.download(a)?.etag == nil && m.download(a)?.segments.isEmpty == true, "nothing of the discarded bytes is trusted")
+        // Resuming fetches from zero, without a validator.
+        let again = try m.resume(a)
+        #expect(again.contains { if case .startTransfer = $0 { true } else { false } })
+        #expect(m.resumeBasis(a)?.validators.isEmpty == true)
+        #expect(m.purgePaused().allSatisfy { if case .deletePartFile(let id, _) = $0 { id == b } else { false } }, "only paused ones")
     }
 
     @Test func progressFeedsASmoothedSpeed() throws {

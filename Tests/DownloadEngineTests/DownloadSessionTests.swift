@@ -405,12 +405,21 @@ import Testing
             #expect(fileSize(h.path("p2.bin.part")) == Int64(held))
             await h.session.purgePaused()
             let snapshot = await h.session.snapshot()
-            #expect(snapshot[first]?.state == .cancelled)
-            #expect(snapshot[second]?.state == .cancelled)
+            #expect(snapshot[first]?.state == .paused, "purged, the download stays")
+            #expect(snapshot[second]?.state == .paused)
+            #expect(snapshot[first]?.bytesOnDisk == 0)
+            #expect(snapshot[first]?.lastError == "purged: 256 KiB of partial data discarded; resuming fetches it from zero")
             #expect(snapshot[running]?.state == .downloading)
             #expect(!FileManager.default.fileExists(atPath: h.path("p1.bin.part")))
             #expect(!FileManager.default.fileExists(atPath: h.path("p2.bin.part")))
             #expect(FileManager.default.fileExists(atPath: h.path("keep.bin.part")))
+            // Resumed, a purged download is fetched from zero, and completes right.
+            h.server.setFaults("/p1.bin", Faults())
+            try await h.session.resume(first)
+            let done = try await h.waitCompleted(first)
+            #expect(sha256(ofFile: h.path("p1.bin")) == h.server.sha256("/p1.bin"))
+            #expect(h.gets("/p1.bin").last?.range == nil, "from zero: no Range")
+            #expect(done.resumeCount == 0)
         }
     }
 

@@ -21,11 +21,13 @@ import Testing
         try Data("1\n".utf8).write(to: URL(fileURLWithPath: directory.lockPath))
         let holder = Process()
         holder.executableURL = URL(fileURLWithPath: "/usr/bin/flock")
-        holder.arguments = ["-x", directory.lockPath, "sleep", "2"]
+        // An absolute path: another test of the process may have changed PATH meanwhile.
+        holder.arguments = ["-x", directory.lockPath, "/bin/sleep", "30"]
         try holder.run()
         let deadline = Date().addingTimeInterval(10)
         while directory.liveHolder() == nil, Date() < deadline { try await Task.sleep(for: .milliseconds(10)) }
         #expect(directory.liveHolder() == holder.processIdentifier, "the pid in the lock table, not the one in the file")
+        holder.terminate()
         holder.waitUntilExit()
         #expect(directory.liveHolder() == nil, "a pid file whose process runs is no holder without the lock")
     }
