@@ -18,7 +18,9 @@ struct UI: AsyncParsableCommand {
         Shows every download of the queue with its progress, speed, ETA and resume offset, and runs \
         the queue: downloads that were queued, running or paused by a quit resume. URLs given here, \
         or listed in FILE (one per line, # starts a comment), are added first. Press ? for the keys; \
-        q pauses everything and quits, and the next start resumes it.
+        q pauses everything and quits, and the next start resumes it; D detaches, leaving the \
+        downloads running in the background, and so does a hang-up. On a queue another haul runs, \
+        this attaches to it.
         """
     )
 
