@@ -111,13 +111,7 @@ struct Get: AsyncParsableCommand {
             for await snapshot in queue.snapshots() { feed.yield(.snapshot(snapshot)) }
             feed.yield(.ended)
         }
-        for number in Interruption.signals { signal(number, SIG_IGN) }
-        let sources = Interruption.signals.map { number in
-            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-            source.setEventHandler { feed.yield(.signal(number)) }
-            source.resume()
-            return source
-        }
+        let sources = Interruption.watch(Interruption.signals) { feed.yield(.signal($0)) }
         defer {
             reader.cancel()
             for source in sources { source.cancel() }

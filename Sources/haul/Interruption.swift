@@ -32,22 +32,26 @@ final class Interruption: Sendable {
         // file size limit must fail a write with EFBIG (the download pauses), not kill it either.
         signal(SIGPIPE, SIG_IGN)
         signal(SIGXFSZ, SIG_IGN)
-        var made: [any DispatchSourceSignal] = []
-        for number in Self.signals {
+        let state = self.state
+        sources = Mutex(Self.watch(Self.signals) { number in
+            if number == SIGHUP, let onHangUp {
+                onHangUp()
+                return
+            }
+            Self.handle(number, state: state, session: session, beforeForcedExit: beforeForcedExit)
+        })
+    }
+
+    /// Takes `signals` from their default actions and runs `handler` for each that arrives (on a
+    /// dispatch queue, never in a signal handler); the sources must be kept while they are wanted.
+    static func watch(_ signals: [Int32], _ handler: @escaping @Sendable (Int32) -> Void) -> [any DispatchSourceSignal] {
+        signals.map { number in
             signal(number, SIG_IGN)
             let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-            let state = self.state
-            source.setEventHandler {
-                if number == SIGHUP, let onHangUp {
-                    onHangUp()
-                    return
-                }
-                Self.handle(number, state: state, session: session, beforeForcedExit: beforeForcedExit)
-            }
+            source.setEventHandler { handler(number) }
             source.resume()
-            made.append(source)
+            return source
         }
-        sources = Mutex(made)
     }
 
     /// The signal that interrupted the run, if any.

@@ -164,13 +164,7 @@ extension UI {
         }
         // Signals end this UI only; the queue is the runner's.
         let leave = HangUp()
-        for number in [SIGINT, SIGTERM, SIGHUP] { signal(number, SIG_IGN) }
-        let sources = [SIGINT, SIGTERM, SIGHUP].map { number in
-            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-            source.setEventHandler { leave.happened() }
-            source.resume()
-            return source
-        }
+        let sources = Interruption.watch(Interruption.signals) { _ in leave.happened() }
         defer { for source in sources { source.cancel() } }
         let redirect = StandardErrorRedirect(to: statePath + "/haul.log")
         let terminal: CursesTerminal

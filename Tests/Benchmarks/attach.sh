@@ -25,14 +25,11 @@ set -euo pipefail
 
 ROUNDS=${ROUNDS:-3}
 DURATION=${DURATION:-20}
-IDLE=0
 WARMUP=3
 FILES=20
 FILE_SIZE=$((64 * 1024 * 1024))
 RATE=100k
-ARIA2C=${ARIA2C:-aria2c}
 NGINX=${NGINX:-/usr/sbin/nginx}
-SHOW_SCREEN=${SHOW_SCREEN:-0}
 KEEP=${KEEP:-0}
 SPREAD=${SPREAD:-0}
 
@@ -40,29 +37,9 @@ script_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo_root=$(cd "$script_dir/../.." && pwd)
 HAUL=${HAUL:-$repo_root/.build/release/haul}
 
-die() { echo "attach.sh: $*" >&2; exit 1; }
 
-if [[ ! -x $HAUL ]]; then
-    echo "attach.sh: no haul binary at $HAUL" >&2
-    echo "attach.sh: run \`swift build -c release\` first (or set HAUL=path)" >&2
-    exit 1
-fi
-HAUL=$(cd "$(dirname "$HAUL")" && pwd)/$(basename "$HAUL")
-command -v tmux >/dev/null || die "tmux not found"
-[[ -x $NGINX ]] || die "nginx not found at $NGINX (set NGINX=path)"
-[[ -r /proc/self/stat ]] || die "needs Linux /proc"
-[[ $ROUNDS =~ ^[1-9][0-9]*$ ]] || die "ROUNDS must be a positive integer"
-[[ $DURATION =~ ^[1-9][0-9]*$ ]] || die "DURATION must be a positive integer"
-[[ $IDLE =~ ^[0-9]+$ ]] || die "IDLE must be a non-negative integer"
-
-CLK_TCK=$(getconf CLK_TCK)
-CORES=$(nproc 2>/dev/null || echo '?')
-# haul draws UTF-8 bars in a UTF-8 locale, as most users have.
-BENCH_LANG=C.UTF-8
-locale -a 2>/dev/null | grep -qix 'c.utf-\?8' || BENCH_LANG=${LANG:-C}
-
-# The temp dir, the throttled nginx, the URLs and the shared helpers.
 BENCH=attach.sh
+# The checks, the temp dir, the throttled nginx, the URLs and the shared helpers.
 source "$script_dir/throttled-nginx.sh"
 
 

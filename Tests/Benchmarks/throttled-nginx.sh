@@ -6,7 +6,28 @@
 # SPREAD=1), sets URLS and quoted_urls, and defines the helpers both benchmarks
 # use (cpu_ticks, file_size, dir_bytes, now, pane_field, median).
 # Expects: BENCH (the script's name, for messages), FILES, FILE_SIZE, RATE,
-# NGINX, KEEP, SPREAD, and die().
+# NGINX, KEEP, SPREAD, HAUL, ROUNDS and DURATION; checks them and what both need (tmux, nginx,
+# /proc), and defines die(), CLK_TCK, CORES and BENCH_LANG.
+
+die() { echo "$BENCH: $*" >&2; exit 1; }
+
+if [[ ! -x $HAUL ]]; then
+    echo "$BENCH: no haul binary at $HAUL" >&2
+    echo "$BENCH: run \`swift build -c release\` first (or set HAUL=path)" >&2
+    exit 1
+fi
+HAUL=$(cd "$(dirname "$HAUL")" && pwd)/$(basename "$HAUL")
+command -v tmux >/dev/null || die "tmux not found"
+[[ -x $NGINX ]] || die "nginx not found at $NGINX (set NGINX=path)"
+[[ -r /proc/self/stat ]] || die "needs Linux /proc"
+[[ $ROUNDS =~ ^[1-9][0-9]*$ ]] || die "ROUNDS must be a positive integer"
+[[ $DURATION =~ ^[1-9][0-9]*$ ]] || die "DURATION must be a positive integer"
+
+CLK_TCK=$(getconf CLK_TCK)
+CORES=$(nproc 2>/dev/null || echo '?')
+# haul draws UTF-8 bars in a UTF-8 locale, as most users have.
+BENCH_LANG=C.UTF-8
+locale -a 2>/dev/null | grep -qix 'c.utf-\?8' || BENCH_LANG=${LANG:-C}
 
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/haul-${BENCH%.sh}-bench.XXXXXX")
 SOCKETS=()

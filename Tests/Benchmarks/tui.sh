@@ -56,30 +56,11 @@ script_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo_root=$(cd "$script_dir/../.." && pwd)
 HAUL=${HAUL:-$repo_root/.build/release/haul}
 
-die() { echo "tui.sh: $*" >&2; exit 1; }
-
-if [[ ! -x $HAUL ]]; then
-    echo "tui.sh: no haul binary at $HAUL" >&2
-    echo "tui.sh: run \`swift build -c release\` first (or set HAUL=path)" >&2
-    exit 1
-fi
-HAUL=$(cd "$(dirname "$HAUL")" && pwd)/$(basename "$HAUL")
-command -v tmux >/dev/null || die "tmux not found"
-command -v "$ARIA2C" >/dev/null || die "aria2c not found (set ARIA2C=path)"
-[[ -x $NGINX ]] || die "nginx not found at $NGINX (set NGINX=path)"
-[[ -r /proc/self/stat ]] || die "needs Linux /proc"
-[[ $ROUNDS =~ ^[1-9][0-9]*$ ]] || die "ROUNDS must be a positive integer"
-[[ $DURATION =~ ^[1-9][0-9]*$ ]] || die "DURATION must be a positive integer"
-[[ $IDLE =~ ^[0-9]+$ ]] || die "IDLE must be a non-negative integer"
-
-CLK_TCK=$(getconf CLK_TCK)
-CORES=$(nproc 2>/dev/null || echo '?')
-# haul draws UTF-8 bars in a UTF-8 locale, as most users have.
-BENCH_LANG=C.UTF-8
-locale -a 2>/dev/null | grep -qix 'c.utf-\?8' || BENCH_LANG=${LANG:-C}
-
-# The temp dir, the throttled nginx, the URLs and the shared helpers.
 BENCH=tui.sh
+command -v "$ARIA2C" >/dev/null || { echo "tui.sh: aria2c not found (set ARIA2C=path)" >&2; exit 1; }
+[[ $IDLE =~ ^[0-9]+$ ]] || { echo "tui.sh: IDLE must be a non-negative integer" >&2; exit 1; }
+
+# The checks, the temp dir, the throttled nginx, the URLs and the shared helpers.
 source "$script_dir/throttled-nginx.sh"
 
 # run_one TOOL ROUND WINDOW CMD -> appends "term_Bps cpu_pct dl_Bps" to

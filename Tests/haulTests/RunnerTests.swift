@@ -14,17 +14,24 @@ import Testing
         kill(pid, 0) == 0
     }
 
+    /// The UI in tmux running the queue at `directory/state`, downloading `name` (32 MiB at
+    /// 512 KiB/s) until its first bytes are on disk; the session and the runner's pid.
+    static func runnerUI(downloading name: String, _ server: LoopbackServer, in directory: String) async throws -> (TmuxSession, Int32) {
+        var faults = Faults()
+        faults.throttleBytesPerSecond = 512 * 1024
+        server.serve("/" + name, size: 32 * 1024 * 1024, faults: faults)
+        let state = directory + "/state"
+        let tmux = try TmuxSession(TmuxSession.haulCommand(["-d", directory, server.url("/" + name).absoluteString], state: state, in: directory))
+        try await tmux.waitFor("the download runs") { _ in (CLI.length(directory + "/" + name + ".part") ?? 0) > 0 }
+        return (tmux, try #require(runnerPID(state)))
+    }
+
     @Test("17: a hang-up leaves the runner downloading, same pid, until SIGTERM pauses and checkpoints")
     func aHangUpDetachesAndTheQueueGoesOn() async throws {
         try await CLI.withServer { server, directory in
-            var faults = Faults()
-            faults.throttleBytesPerSecond = 512 * 1024
-            server.serve("/long.bin", size: 32 * 1024 * 1024, faults: faults)
             let state = directory + "/state"
-            let tmux = try TmuxSession(TmuxSession.haulCommand(["-d", directory, server.url("/long.bin").absoluteString], state: state, in: directory))
+            let (tmux, pid) = try await Self.runnerUI(downloading: "long.bin", server, in: directory)
             defer { tmux.close() }
-            try await tmux.waitFor("the download runs") { _ in (CLI.length(directory + "/long.bin.part") ?? 0) > 0 }
-            let pid = try #require(Self.runnerPID(state))
 
             // The tmux server goes away, as a dropped SSH connection does: a hang-up.
             tmux.hangUp()
@@ -60,14 +67,9 @@ import Testing
     @Test("17: D hands the queue to a runner in the background and gives the terminal back; the downloads resume there with Range and If-Range")
     func theDetachKeyHandsTheQueueOver() async throws {
         try await CLI.withServer { server, directory in
-            var faults = Faults()
-            faults.throttleBytesPerSecond = 512 * 1024
-            server.serve("/d.bin", size: 32 * 1024 * 1024, faults: faults)
             let state = directory + "/state"
-            let tmux = try TmuxSession(TmuxSession.haulCommand(["-d", directory, server.url("/d.bin").absoluteString], state: state, in: directory))
+            let (tmux, uiPID) = try await Self.runnerUI(downloading: "d.bin", server, in: directory)
             defer { tmux.close() }
-            try await tmux.waitFor("the download runs") { _ in (CLI.length(directory + "/d.bin.part") ?? 0) > 0 }
-            let uiPID = try #require(Self.runnerPID(state))
             tmux.keys("D")
             try await tmux.waitFor("the terminal is given back") { lines in lines.contains { $0.contains("[exited 0]") } }
             let screen = tmux.screen().joined(separator: "\n")
