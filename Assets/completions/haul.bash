@@ -186,9 +186,9 @@ _haul() {
 
 _haul_ui() {
     repeating_flags=()
-    non_repeating_flags=(--fsync --no-fsync --allow-downgrade --ascii --no-ascii --version -h --help)
+    non_repeating_flags=(--fsync --no-fsync --allow-downgrade --purge-when-low --ascii --no-ascii --version -h --help)
     repeating_options=(-H --header)
-    non_repeating_options=(--state --config -i --input-file -d --dir -o --output --user-agent --connections --checksum -j --max-active --max-tries --connect-timeout --stall-timeout --limit-rate --ca-certificate --refresh)
+    non_repeating_options=(--state --config -i --input-file -d --dir -o --output --user-agent --connections --checksum -j --max-active --max-tries --connect-timeout --stall-timeout --limit-rate --ca-certificate --min-free --refresh)
     __haul_offer_flags_options -1
 
     # Offer option value completions
@@ -236,6 +236,9 @@ _haul_ui() {
         return
         ;;
     '--ca-certificate')
+        return
+        ;;
+    '--min-free')
         return
         ;;
     '--refresh')
@@ -246,9 +249,9 @@ _haul_ui() {
 
 _haul_get() {
     repeating_flags=()
-    non_repeating_flags=(--fsync --no-fsync --allow-downgrade --json --version -h --help)
+    non_repeating_flags=(--fsync --no-fsync --allow-downgrade --purge-when-low --json --version -h --help)
     repeating_options=(-H --header)
-    non_repeating_options=(--state --config -i --input-file -d --dir -o --output --user-agent --connections --checksum -j --max-active --max-tries --connect-timeout --stall-timeout --limit-rate --ca-certificate)
+    non_repeating_options=(--state --config -i --input-file -d --dir -o --output --user-agent --connections --checksum -j --max-active --max-tries --connect-timeout --stall-timeout --limit-rate --ca-certificate --min-free)
     __haul_offer_flags_options -1
 
     # Offer option value completions
@@ -296,6 +299,9 @@ _haul_get() {
         return
         ;;
     '--ca-certificate')
+        return
+        ;;
+    '--min-free')
         return
         ;;
     esac
@@ -432,9 +438,9 @@ _haul_remove() {
 
 _haul_start() {
     repeating_flags=()
-    non_repeating_flags=(--fsync --no-fsync --allow-downgrade --foreground --version -h --help)
+    non_repeating_flags=(--fsync --no-fsync --allow-downgrade --purge-when-low --foreground --version -h --help)
     repeating_options=(-H --header)
-    non_repeating_options=(--state --config -i --input-file -d --dir -o --output --user-agent --connections --checksum -j --max-active --max-tries --connect-timeout --stall-timeout --limit-rate --ca-certificate)
+    non_repeating_options=(--state --config -i --input-file -d --dir -o --output --user-agent --connections --checksum -j --max-active --max-tries --connect-timeout --stall-timeout --limit-rate --ca-certificate --min-free)
     __haul_offer_flags_options -1
 
     # Offer option value completions
@@ -484,6 +490,9 @@ _haul_start() {
     '--ca-certificate')
         return
         ;;
+    '--min-free')
+        return
+        ;;
     esac
 }
 
@@ -507,9 +516,9 @@ _haul_stop() {
 
 _haul_demo() {
     repeating_flags=()
-    non_repeating_flags=(--fsync --no-fsync --allow-downgrade --ascii --no-ascii --version -h --help)
+    non_repeating_flags=(--fsync --no-fsync --allow-downgrade --purge-when-low --ascii --no-ascii --version -h --help)
     repeating_options=()
-    non_repeating_options=(--state --config -d --dir -j --max-active --max-tries --connect-timeout --stall-timeout --limit-rate --ca-certificate --refresh)
+    non_repeating_options=(--state --config -d --dir -j --max-active --max-tries --connect-timeout --stall-timeout --limit-rate --ca-certificate --min-free --refresh)
     __haul_offer_flags_options 0
 
     # Offer option value completions
@@ -539,6 +548,9 @@ _haul_demo() {
         return
         ;;
     '--ca-certificate')
+        return
+        ;;
+    '--min-free')
         return
         ;;
     '--refresh')

@@ -18,15 +18,17 @@ struct EventLine: Sendable, Hashable, Codable {
     var unsaved: String?
     var removed: [DownloadID]?
     var order: [DownloadID]?
+    /// The download directory's free space and floor (`SessionSnapshot.space`).
+    var space: DiskReading?
 
     private enum CodingKeys: String, CodingKey {
-        case type, downloads, unsaved, removed, order
+        case type, downloads, unsaved, removed, order, space
         case maxActive = "max_active"
     }
 
     /// The whole queue.
     static func snapshot(_ snapshot: SessionSnapshot) -> EventLine {
-        EventLine(type: .snapshot, downloads: snapshot.downloads, maxActive: snapshot.maxActive, unsaved: snapshot.unsaved)
+        EventLine(type: .snapshot, downloads: snapshot.downloads, maxActive: snapshot.maxActive, unsaved: snapshot.unsaved, space: snapshot.space)
     }
 
     /// What changed from `old` to `new`; nil when nothing did.
@@ -35,9 +37,9 @@ struct EventLine: Sendable, Hashable, Codable {
         let removed = old.downloads.map(\.id).filter { new[$0] == nil }
         let order = new.downloads.map(\.id)
         let reordered = order != old.downloads.map(\.id)
-        guard !changed.isEmpty || reordered || new.maxActive != old.maxActive || new.unsaved != old.unsaved else { return nil }
+        guard !changed.isEmpty || reordered || new.maxActive != old.maxActive || new.unsaved != old.unsaved || new.space != old.space else { return nil }
         return EventLine(type: .changes, downloads: changed, maxActive: new.maxActive, unsaved: new.unsaved,
-                         removed: removed, order: reordered ? order : nil)
+                         removed: removed, order: reordered ? order : nil, space: new.space)
     }
 
     /// The queue this line describes: the line's own for a snapshot, else `previous` with the changes.
@@ -45,6 +47,7 @@ struct EventLine: Sendable, Hashable, Codable {
         guard type == .changes, let previous else {
             var snapshot = SessionSnapshot(downloads: downloads, maxActive: maxActive)
             snapshot.unsaved = unsaved
+            snapshot.space = space
             return snapshot
         }
         var rows = Dictionary(previous.downloads.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
@@ -55,6 +58,7 @@ struct EventLine: Sendable, Hashable, Codable {
             + downloads.map(\.id).filter { previous[$0] == nil })
         var snapshot = SessionSnapshot(downloads: ids.compactMap { rows[$0] }, maxActive: maxActive)
         snapshot.unsaved = unsaved
+        snapshot.space = space
         return snapshot
     }
 
@@ -67,6 +71,7 @@ struct EventLine: Sendable, Hashable, Codable {
         try container.encode(unsaved, forKey: .unsaved)
         try container.encodeIfPresent(removed, forKey: .removed)
         try container.encodeIfPresent(order, forKey: .order)
+        try container.encodeIfPresent(space, forKey: .space)
     }
 }
 

@@ -66,6 +66,9 @@ public struct Download: Sendable, Hashable, Identifiable, Codable {
     public var lastError: String?
     /// Failed attempts in a row (reset when an attempt makes progress).
     public var failedAttempts: Int = 0
+    /// When a transfer last worked on it (its latest attempt ended): purging for disk space takes
+    /// the least recently used partial data first.
+    public var lastActive: Date?
     /// Paused by a shutdown (quit, a signal, a dropped SSH connection), not by a person: the next
     /// process that runs the queue resumes it.
     public var pausedByShutdown: Bool = false

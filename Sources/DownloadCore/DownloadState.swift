@@ -2,13 +2,16 @@ import Foundation
 
 /// Where a download stands.
 ///
-/// `waiting` and `failed` carry the reason a person reads in the row; `waiting` also carries when the
-/// next try starts.
+/// `waiting`, `waitingForSpace` and `failed` carry the reason a person reads in the row; `waiting`
+/// also carries when the next try starts.
 public enum DownloadState: Sendable, Hashable, Codable {
     case queued
     case downloading
     case paused
     case waiting(until: Date, reason: String)
+    /// Stopped (or kept from starting) for want of disk space, bytes kept: starts again by itself
+    /// once there is room (`SpaceShortage.words` is the reason).
+    case waitingForSpace(reason: String)
     case completed
     case failed(reason: String)
     case cancelled
@@ -19,7 +22,7 @@ public enum DownloadState: Sendable, Hashable, Codable {
         case .queued: "queued"
         case .downloading: "downloading"
         case .paused: "paused"
-        case .waiting: "waiting"
+        case .waiting, .waitingForSpace: "waiting"
         case .completed: "completed"
         case .failed: "failed"
         case .cancelled: "cancelled"
@@ -32,15 +35,25 @@ public enum DownloadState: Sendable, Hashable, Codable {
     public var isFinished: Bool {
         switch self {
         case .completed, .failed, .cancelled: true
-        case .queued, .downloading, .paused, .waiting: false
+        case .queued, .downloading, .paused, .waiting, .waitingForSpace: false
         }
     }
 
     /// Whether a transfer is (or is about to be) working on it, or will be without anybody asking.
     public var isPending: Bool {
         switch self {
-        case .queued, .downloading, .waiting: true
+        case .queued, .downloading, .waiting, .waitingForSpace: true
         case .paused, .completed, .failed, .cancelled: false
+        }
+    }
+}
+
+extension DownloadState {
+    /// Why the download waits or failed, in the row's words; nil for the other states.
+    public var reason: String? {
+        switch self {
+        case .waiting(_, let reason), .waitingForSpace(let reason), .failed(let reason): reason
+        case .queued, .downloading, .paused, .completed, .cancelled: nil
         }
     }
 }

@@ -84,7 +84,7 @@ public struct QueueListing: Sendable, Hashable, Encodable {
     /// What went wrong, or why the download waits, in one line; nil when nothing did.
     public static func error(_ download: Download) -> String? {
         switch download.state {
-        case .failed(let reason), .waiting(_, let reason): reason
+        case .failed(let reason), .waiting(_, let reason), .waitingForSpace(let reason): reason
         case .completed, .cancelled: nil
         case .paused where download.pausedByShutdown: "stopped when haul exited; resumes when haul runs the queue or gets it again"
         case .queued, .downloading, .paused: download.lastError

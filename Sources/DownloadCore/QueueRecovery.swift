@@ -57,7 +57,7 @@ public enum QueueRecovery {
             }
             download.state = .queued
             return startOver(download, reason: "completed file was not placed before the previous process ended")
-        case .queued, .downloading, .waiting, .paused, .failed:
+        case .queued, .downloading, .waiting, .waitingForSpace, .paused, .failed:
             break
         }
         if rebooted && !checkpointSynced && (partLength ?? 0 > 0 || download.bytesOnDisk > 0 || !download.segments.isEmpty) {

@@ -11,6 +11,9 @@ public struct SessionSnapshot: Sendable, Hashable {
     /// Why the latest changes could not be saved to the queue, while they cannot; nil once a commit
     /// succeeds. What the picture shows beyond the last commit is then not stored.
     public var unsaved: String?
+    /// The download directory's file system: free space and the floor under which downloads wait
+    /// (nil until the session first looked, or when it cannot be read).
+    public var space: DiskReading?
     /// Where each download is in `downloads` (a lookup per id must not scan a long queue).
     private var positions: [DownloadID: Int]
 

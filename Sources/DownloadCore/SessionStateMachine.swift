@@ -92,9 +92,13 @@ public struct SessionStateMachine: Sendable {
         /// TLS on a plain port …): retried like `retryable`, but at most `maxProtocolTries` attempts
         /// end so, without progress between them, before the download fails with the reason.
         case protocolError(reason: String)
-        /// The disk refused the bytes: full (ENOSPC, EFBIG, EDQUOT), read-only or forbidden. Pause
-        /// with the reason; the part file is a valid prefix.
+        /// The disk refused the bytes for good until somebody acts: read-only, forbidden, a file
+        /// too large for its file system. Pause with the reason; the part file is a valid prefix.
         case cannotWrite(reason: String)
+        /// No room: free space under the floor, a known size that cannot fit, or a write that
+        /// failed with ENOSPC or EDQUOT. Wait for space (never fail), bytes kept; `reading` is the
+        /// file system as it was then, when it could be read.
+        case noSpace(SpaceShortage, reading: DiskReading?)
         /// The attempt was stopped from outside (pause, cancel, shutdown).
         case stopped
     }
@@ -151,6 +155,14 @@ public struct SessionStateMachine: Sendable {
     /// Downloads by `URL.coalescingKey`, oldest first, kept with every insertion and removal
     /// (computing a key parses the URL: too slow to do for every download on every schedule).
     private var byKey: [String: [DownloadID]] = [:]
+    /// What each `waitingForSpace` download waits for.
+    private var spaceWaits: [DownloadID: SpaceWait] = [:]
+    /// The file system of each download's part file, as last read by `spaceChecked`.
+    private var filesystems: [DownloadID: UInt64] = [:]
+    /// File systems under their floor at the last check, with how many checks in a row found them so.
+    private var lowFilesystems: [UInt64: Int] = [:]
+    /// The download directory's file system at the last check, for the header.
+    public private(set) var space: DiskReading?
     private var nextID: Int64 = 1
     private var nextAttempt: UInt64 = 1
     private var nextToken: UInt64 = 1
@@ -171,7 +183,9 @@ public struct SessionStateMachine: Sendable {
     }
 
     public var snapshot: SessionSnapshot {
-        SessionSnapshot(downloads: all, maxActive: configuration.maxActive)
+        var snapshot = SessionSnapshot(downloads: all, maxActive: configuration.maxActive)
+        snapshot.space = space
+        return snapshot
     }
 
     /// What describes the bytes in the part file of an attempt's download.
@@ -223,7 +237,7 @@ public struct SessionStateMachine: Sendable {
         for var download in restored where downloads[download.id] == nil {
             download.bytesPerSecond = 0
             switch download.state {
-            case .downloading, .waiting, .queued:
+            case .downloading, .waiting, .waitingForSpace, .queued:
                 download.state = .queued
                 if holdPending { held.insert(download.id) }
             case .paused where download.pausedByShutdown && !holdPending:
@@ -308,8 +322,9 @@ public struct SessionStateMachine: Sendable {
                 downloads[id] = download
             }
             return []
-        case .queued, .waiting:
+        case .queued, .waiting, .waitingForSpace:
             retryTokens[id] = nil
+            spaceWaits[id] = nil
         case .downloading:
             if let attempt = running.removeValue(forKey: id) {
                 actions.append(.stopTransfer(id, attempt))
@@ -336,8 +351,9 @@ public struct SessionStateMachine: Sendable {
             // A held download is queued but out of the running: resuming it lets it run.
             guard !hold, held.remove(id) != nil else { return [] }
             return startEligible()
-        case .paused, .failed, .waiting:
+        case .paused, .failed, .waiting, .waitingForSpace:
             retryTokens[id] = nil
+            spaceWaits[id] = nil
             protocolErrors[id] = nil
             download.failedAttempts = 0
             download.pausedByShutdown = false
@@ -367,10 +383,11 @@ public struct SessionStateMachine: Sendable {
             if let attempt = running.removeValue(forKey: id) {
                 actions.append(.stopTransfer(id, attempt))
             }
-        case .queued, .paused, .waiting, .failed:
+        case .queued, .paused, .waiting, .waitingForSpace, .failed:
             break
         }
         retryTokens[id] = nil
+        spaceWaits[id] = nil
         protocolErrors[id] = nil
         held.remove(id)
         download.state = .cancelled
@@ -397,6 +414,7 @@ public struct SessionStateMachine: Sendable {
         byKey[download.url.coalescingKey]?.removeAll { $0 == id }
         latestAttempt[id] = nil
         speedMeters[id] = nil
+        filesystems[id] = nil
     }
 
     /// Pauses everything that is queued, downloading or waiting.
@@ -433,20 +451,181 @@ public struct SessionStateMachine: Sendable {
     /// Discards the partial data of every paused download and keeps the downloads: each stays in
     /// the queue, paused at 0 B and marked purged (its `lastError` says how much went), and a
     /// resume fetches it from zero. A person wanted the space back, not to lose the downloads.
-    public mutating func purgePaused() -> [Action] {
+    ///
+    /// - Returns: the deletes, and each download purged with the bytes it held.
+    public mutating func purgePaused() -> (actions: [Action], purged: [(DownloadID, Int64)]) {
         var actions: [Action] = []
+        var purged: [(DownloadID, Int64)] = []
         for id in order {
-            guard var download = downloads[id], download.state == .paused else { continue }
-            let freed = download.bytesOnDisk
-            // Nothing of the discarded bytes is trusted again: no validator, no parts, no resume.
-            download.forgetVersion()
-            download.bytesPerSecond = 0
-            download.pausedByShutdown = false
-            download.lastError = "purged: \(Format.bytes(freed)) of partial data discarded; resuming fetches it from zero"
-            downloads[id] = download
-            actions.append(.deletePartFile(id, path: download.partPath))
+            guard let (action, freed) = purge(id, why: "purged") else { continue }
+            actions.append(action)
+            purged.append((id, freed))
         }
-        return actions
+        return (actions, purged)
+    }
+
+    /// Empties `id` when it is paused: no validator, no parts, no resume is trusted again.
+    private mutating func purge(_ id: DownloadID, why: String) -> (Action, freed: Int64)? {
+        guard var download = downloads[id], download.state == .paused else { return nil }
+        let freed = download.bytesOnDisk
+        download.forgetVersion()
+        download.bytesPerSecond = 0
+        download.pausedByShutdown = false
+        download.lastError = "\(why): \(Format.bytes(freed)) of partial data discarded; resuming fetches it from zero"
+        downloads[id] = download
+        return (.deletePartFile(id, path: download.partPath), freed)
+    }
+
+    // MARK: Disk space
+
+    /// What a `waitingForSpace` download needs before it may start again.
+    private struct SpaceWait: Sendable, Hashable {
+        var shortage: SpaceShortage
+        /// Free space when it stopped: after a failed write, room must have come back since (a
+        /// quota's limit does not show in the file system's free space).
+        var freeThen: Int64?
+    }
+
+    /// The downloads whose file system the owner must read for `spaceChecked`: those running,
+    /// queued or waiting for space, and (to purge) the paused ones holding bytes. Part file paths.
+    public func spaceWatchList(includePaused: Bool) -> [(DownloadID, String)] {
+        order.compactMap { id in
+            guard let download = downloads[id] else { return nil }
+            switch download.state {
+            case .downloading where !placing.contains(id), .queued, .waitingForSpace:
+                return (id, download.partPath)
+            case .paused where includePaused && download.bytesOnDisk > 0:
+                return (id, download.partPath)
+            default:
+                return nil
+            }
+        }
+    }
+
+    /// The owner read the file systems of `spaceWatchList` (`readings`; a download missing could
+    /// not be read) and of the download directory (`directory`, for the header).
+    ///
+    /// Running downloads under the floor stop and wait, bytes kept; queued ones there do not
+    /// start; waiting ones whose rest fits start again. With `purgeWhenLow`, a file system found
+    /// under its floor twice in a row gets back what it lacks from the partial data of paused
+    /// downloads on it, least recently used first; their rows stay, paused at 0 B.
+    ///
+    /// - Returns: the actions, each download purged with the bytes it held, and whether anything
+    ///   a snapshot shows changed.
+    public mutating func spaceChecked(
+        _ readings: [DownloadID: DiskReading], directory: DiskReading?, purgeWhenLow: Bool
+    ) -> SpaceCheck {
+        var changed = false
+        if space != directory {
+            space = directory
+            changed = true
+        }
+        var low: [UInt64: DiskReading] = [:]
+        for (id, reading) in readings {
+            if filesystems[id] != reading.filesystem { filesystems[id] = reading.filesystem }
+            if reading.isLow { low[reading.filesystem] = reading }
+        }
+        let seen = Set(readings.values.map(\.filesystem))
+        lowFilesystems = Dictionary(uniqueKeysWithValues: seen.filter { low[$0] != nil }.map { ($0, (lowFilesystems[$0] ?? 0) + 1) })
+        var actions: [Action] = []
+        // Running downloads under the floor stop first, lowest in the queue first (no freed slot
+        // starts a download about to stop).
+        for id in order.reversed() {
+            guard let reading = readings[id], reading.isLow, let attempt = running[id], var download = downloads[id] else { continue }
+            running[id] = nil
+            speedMeters[id] = nil
+            actions.append(.stopTransfer(id, attempt))
+            wait(&download, .belowFloor, reading)
+            downloads[id] = download
+            changed = true
+        }
+        var purged: [(DownloadID, Int64)] = []
+        if purgeWhenLow {
+            for (filesystem, count) in lowFilesystems where count >= 2 {
+                guard let reading = low[filesystem] else { continue }
+                purged += purgeLeastRecentlyUsed(on: filesystem, lacking: reading.floor - reading.free, readings)
+            }
+            actions += purged.compactMap { id, _ in downloads[id].map { .deletePartFile(id, path: $0.partPath) } }
+        }
+        for id in order {
+            guard let wait = spaceWaits[id], let reading = readings[id], var download = downloads[id] else { continue }
+            if fits(download, wait, reading) {
+                spaceWaits[id] = nil
+                download.state = .queued
+            } else {
+                let shortage = Self.remainingShortage(download, wait.shortage)
+                let words = shortage.words(reading)
+                guard download.state != .waitingForSpace(reason: words) else { continue }
+                download.state = .waitingForSpace(reason: words)
+                download.lastError = words
+            }
+            downloads[id] = download
+            changed = true
+        }
+        let started = startEligible()
+        return SpaceCheck(actions: actions + started, purged: purged, changed: changed || !purged.isEmpty || !started.isEmpty)
+    }
+
+    /// What `spaceChecked` decided.
+    public struct SpaceCheck: Sendable {
+        public var actions: [Action]
+        /// Each download purged, with the bytes it held.
+        public var purged: [(DownloadID, Int64)]
+        public var changed: Bool
+    }
+
+    /// Whether the waiting `download` may start again on a file system read as `reading`.
+    private func fits(_ download: Download, _ wait: SpaceWait, _ reading: DiskReading) -> Bool {
+        guard !reading.isLow else { return false }
+        if case .writeFailed = wait.shortage, let then = wait.freeThen, reading.free <= then { return false }
+        switch Self.remainingShortage(download, wait.shortage) {
+        case .cannotFit(let needs): return reading.fits(needs)
+        case .belowFloor, .writeFailed: return true
+        }
+    }
+
+    /// What a download of known size lacks now: the rest of its file, which must fit above the floor.
+    private static func remainingShortage(_ download: Download, _ shortage: SpaceShortage) -> SpaceShortage {
+        if case .cannotFit(let needs) = shortage { return .cannotFit(needs: needs) }
+        guard let total = download.totalBytes, total > download.bytesOnDisk else { return shortage }
+        if case .writeFailed = shortage { return shortage }
+        return .cannotFit(needs: total - download.bytesOnDisk)
+    }
+
+    /// Puts `download` in `waitingForSpace` for `shortage`, read as `reading`.
+    private mutating func wait(_ download: inout Download, _ shortage: SpaceShortage, _ reading: DiskReading?) {
+        let words = shortage.words(reading)
+        download.state = .waitingForSpace(reason: words)
+        download.lastError = words
+        download.bytesPerSecond = 0
+        download.connecting = false
+        retryTokens[download.id] = nil
+        spaceWaits[download.id] = SpaceWait(shortage: shortage, freeThen: reading?.free)
+    }
+
+    /// Purges paused downloads on `filesystem`, least recently used first, until `lacking` bytes
+    /// came back (or none is left).
+    private mutating func purgeLeastRecentlyUsed(on filesystem: UInt64, lacking: Int64, _ readings: [DownloadID: DiskReading]) -> [(DownloadID, Int64)] {
+        let candidates = order.enumerated().compactMap { position, id -> (Download, Int)? in
+            guard readings[id]?.filesystem == filesystem, let download = downloads[id], download.state == .paused, download.bytesOnDisk > 0 else { return nil }
+            return (download, position)
+        }.sorted { left, right in
+            // Never used (nil) first, then the oldest use; the queue's order breaks ties.
+            switch (left.0.lastActive, right.0.lastActive) {
+            case (nil, nil): left.1 < right.1
+            case (nil, _): true
+            case (_, nil): false
+            case (let a?, let b?): a == b ? left.1 < right.1 : a < b
+            }
+        }
+        var freed: Int64 = 0
+        var purged: [(DownloadID, Int64)] = []
+        for (download, _) in candidates where freed < lacking {
+            guard let (_, bytes) = purge(download.id, why: "purged when disk space ran low") else { continue }
+            freed += bytes
+            purged.append((download.id, bytes))
+        }
+        return purged
     }
 
     /// Moves a download to `index` in the queue (clamped). A running download keeps running.
@@ -565,12 +744,14 @@ public struct SessionStateMachine: Sendable {
             if latestAttempt[id] == attempt, download.state != .cancelled, download.state != .downloading {
                 download.bytesOnDisk = bytesOnDisk
                 download.connections = 0
+                download.lastActive = now
                 downloads[id] = download
             }
             return []
         }
         running[id] = nil
         speedMeters[id] = nil
+        download.lastActive = now
         download.bytesOnDisk = bytesOnDisk
         download.bytesPerSecond = 0
         download.connections = 0
@@ -615,6 +796,9 @@ public struct SessionStateMachine: Sendable {
         case .cannotWrite(let reason):
             download.lastError = reason
             download.state = .paused
+        case .noSpace(let shortage, let reading):
+            if let reading { filesystems[id] = reading.filesystem }
+            wait(&download, shortage, reading)
         case .stopped:
             download.lastError = "interrupted"
             download.state = .paused
@@ -743,6 +927,8 @@ public struct SessionStateMachine: Sendable {
             guard active < configuration.maxActive else { break }
             // The index first: a long queue of paused rows is walked without copying a download.
             guard downloads.isQueued(id), !held.contains(id), var download = downloads[id] else { continue }
+            // Its file system was under the floor at the last look: it would only stop again.
+            if let filesystem = filesystems[id], lowFilesystems[filesystem] != nil { continue }
             let attempt = AttemptID(rawValue: nextAttempt)
             nextAttempt += 1
             download.state = .downloading

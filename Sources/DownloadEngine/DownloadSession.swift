@@ -42,6 +42,15 @@ public actor DownloadSession {
         /// How often the parts of a segmented download are recorded as written, without an fsync:
         /// what a `kill -9` in this boot resumes from (its parts' bytes are in the page cache).
         public var writtenPartsInterval: Duration = .milliseconds(100)
+        /// The free space that must stay on each file system downloads write to (`--min-free`).
+        public var minFree: SpaceFloor = .automatic
+        /// Discard the partial data of paused downloads, least recently used first, when a file
+        /// system stays under its floor (`--purge-when-low`). Their rows stay.
+        public var purgeWhenLow: Bool = false
+        /// The download directory: its free space and floor go in every snapshot (the header).
+        public var spaceDirectory: String?
+        /// How often the file systems downloads write to are read.
+        public var spaceCheckInterval: Duration = .seconds(2)
         public var logger: Logger = Logger(label: "haul.engine", factory: { _ in SwiftLogNoOpLogHandler() })
 
         public init() {}
@@ -68,6 +77,11 @@ public actor DownloadSession {
     private var lastWrittenParts = ContinuousClock.now
     private var isShutDown = false
     private var shutdownTask: Task<Void, Never>?
+    /// Reads the file systems every `spaceCheckInterval` once anything was done.
+    private var spaceWatch: Task<Void, Never>?
+    /// A space check is running; `spaceCheckAgain` asks it to look once more when done.
+    private var spaceChecking = false
+    private var spaceCheckAgain = false
 
     // Journal state. A change is committed before the snapshot that shows it is published.
     private let journal: (any QueueJournal)?
@@ -273,10 +287,20 @@ public actor DownloadSession {
         await perform(machine.resumeAll())
     }
 
-    /// Cancels every paused download and frees its disk space.
-    public func purgePaused() async {
-        guard !isShutDown else { return }
-        await perform(machine.purgePaused())
+    /// Discards the partial data of every paused download and keeps the downloads (paused at 0 B).
+    ///
+    /// - Returns: the bytes freed.
+    @discardableResult
+    public func purgePaused() async -> Int64 {
+        guard !isShutDown else { return 0 }
+        let (actions, purged) = machine.purgePaused()
+        for (id, bytes) in purged {
+            configuration.logger.notice("purged", metadata: ["id": "\(id)", "bytes": "\(bytes)", "why": "asked"])
+        }
+        await perform(actions)
+        // The space is back: downloads waiting for it may start.
+        await checkSpace()
+        return purged.reduce(0) { $0 + $1.1 }
     }
 
     public func move(_ id: DownloadID, to index: Int) async throws(TransitionError) {
@@ -312,6 +336,8 @@ public actor DownloadSession {
     }
 
     private func closeDown() async {
+        spaceWatch?.cancel()
+        spaceWatch = nil
         await perform(machine.stopAll())
         for timer in retryTimers.values { timer.cancel() }
         retryTimers.removeAll()
@@ -401,6 +427,7 @@ public actor DownloadSession {
     /// `soon`: the commit may wait a few milliseconds for other changes (a transfer's event, not a
     /// person's intent).
     private func perform(_ actions: [Action], soon: Bool = false) async {
+        watchSpace()
         var waits: [Task<Void, Never>] = []
         var finalizing: [DownloadID] = []
         for action in actions {
@@ -455,6 +482,7 @@ public actor DownloadSession {
             headTimeout: Self.timeAmount(configuration.connectTimeout + configuration.stallTimeout),
             stallSeconds: configuration.stallTimeout.components.seconds,
             syncOnCompletion: configuration.syncOnCompletion,
+            floor: configuration.minFree,
             basis: { [weak self] in await self?.resumeBasis(id) },
             responded: { [weak self] info in await self?.transferResponded(id, attempt: attempt, info: info) },
             split: { [weak self] parts in await self?.transferSplit(id, attempt: attempt, parts: parts) ?? false },
@@ -535,6 +563,63 @@ public actor DownloadSession {
             id, attempt: attempt, outcome: outcome, bytesOnDisk: bytesOnDisk, now: Date(), jitter: Double.random(in: 0..<1)
         )
         await perform(actions, soon: true)
+        if case .noSpace = outcome {
+            configuration.logger.notice("waiting for disk space", metadata: ["id": "\(id)", "reason": "\(machine.download(id)?.state.reason ?? "")"])
+        }
+        // A finished file may have been the last to fit; or its part file's room is free now.
+        if outcome == .completed { await checkSpace() }
+    }
+
+    // MARK: Disk space
+
+    /// Starts reading the file systems every `spaceCheckInterval` (once; stopped by shutdown).
+    private func watchSpace() {
+        guard spaceWatch == nil, !isShutDown else { return }
+        let interval = configuration.spaceCheckInterval
+        spaceWatch = Task { [weak self] in
+            while !Task.isCancelled {
+                await self?.checkSpace()
+                try? await Task.sleep(for: interval)
+            }
+        }
+    }
+
+    /// Reads the file systems of the running, queued and waiting downloads (and of the paused ones,
+    /// to purge) and of the download directory, and carries out what the machine decides: running
+    /// downloads under the floor wait, waiting ones with room start again.
+    ///
+    /// One check at a time: a check asked for meanwhile runs once the current one is done, with
+    /// readings taken after its deletes.
+    public func checkSpace() async {
+        guard !isShutDown else { return }
+        guard !spaceChecking else {
+            spaceCheckAgain = true
+            return
+        }
+        spaceChecking = true
+        defer { spaceChecking = false }
+        repeat {
+            spaceCheckAgain = false
+            let purge = configuration.purgeWhenLow
+            let list = machine.spaceWatchList(includePaused: purge)
+            let floor = configuration.minFree
+            let directory = configuration.spaceDirectory
+            let (readings, header) = await FileSync.run {
+                (DiskWatch.readings(list, floor: floor), directory.flatMap { DiskWatch.reading(directory: $0, floor: floor) })
+            }
+            guard !isShutDown else { return }
+            let check = machine.spaceChecked(readings, directory: header, purgeWhenLow: purge)
+            for (id, bytes) in check.purged {
+                let reading = readings[id].map { "\(Format.bytes($0.free)) free, floor \(Format.bytes($0.floor))" } ?? ""
+                configuration.logger.notice("purged", metadata: ["id": "\(id)", "bytes": "\(bytes)", "why": "disk space low (\(reading))"])
+            }
+            for action in check.actions {
+                if case .stopTransfer(let id, _) = action {
+                    configuration.logger.notice("waiting for disk space", metadata: ["id": "\(id)", "reason": "\(machine.download(id)?.state.reason ?? "")"])
+                }
+            }
+            if check.changed { await perform(check.actions) }
+        } while spaceCheckAgain && !isShutDown
     }
 
     private func retryTimerFired(_ id: DownloadID, token: UInt64) async {
@@ -839,7 +924,9 @@ public actor DownloadSession {
         for index in downloads.indices where placing.contains(downloads[index].id) || stopping.contains(downloads[index].id) {
             if let shown = published[downloads[index].id] { downloads[index] = shown }
         }
-        return SessionSnapshot(downloads: downloads, maxActive: snapshot.maxActive)
+        var shown = snapshot
+        shown.downloads = downloads
+        return shown
     }
 
     /// The rows that differ from what the journal holds, assumed committed from here on.

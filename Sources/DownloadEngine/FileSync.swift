@@ -65,17 +65,6 @@ enum FileSync {
         return FileStamp(size: Int64(info.st_size), modified: Int64(modified.tv_sec) * 1_000_000_000 + Int64(modified.tv_nsec))
     }
 
-    /// Bytes an unprivileged writer may still use on the file system that holds `path` (a file
-    /// that may not exist yet: its directory is asked); nil when that cannot be told.
-    static func freeBytes(near path: String) -> Int64? {
-        let slash = path.lastIndex(of: "/")
-        let directory = slash.map { $0 == path.startIndex ? "/" : String(path[..<$0]) } ?? "."
-        var info = statvfs()
-        guard statvfs(directory, &info) == 0 else { return nil }
-        let (bytes, overflow) = Int64(info.f_bavail).multipliedReportingOverflow(by: Int64(info.f_frsize))
-        return overflow ? .max : bytes
-    }
-
     /// Cuts the file at `path` to `length` bytes.
     static func cut(_ path: String, to length: Int64) -> Bool {
         truncate(path, off_t(length)) == 0

@@ -15,15 +15,20 @@ final class PartFile {
         var path: String
         var code: Int32
 
-        /// ENOSPC, EFBIG or EDQUOT.
-        var isDiskFull: Bool { code == ENOSPC || code == EFBIG || code == EDQUOT }
+        /// ENOSPC or EDQUOT: room may come back (a file deleted), and the download waits for it.
+        var isOutOfSpace: Bool { code == ENOSPC || code == EDQUOT }
+        /// EFBIG: the file system takes no file this large; no amount of waiting helps.
+        var isTooLarge: Bool { code == EFBIG }
         /// A read-only or forbidden destination: it pauses too, for a person to fix and resume.
         var isUnwritable: Bool { code == EROFS || code == EACCES || code == EPERM }
         /// The download pauses with this failure's reason (the bytes so far stay a valid prefix).
-        var pausesDownload: Bool { isDiskFull || isUnwritable }
+        var pausesDownload: Bool { isTooLarge || isUnwritable }
+        /// What ran out, in the row's words (`SpaceShortage.writeFailed`).
+        var spaceWords: String { code == EDQUOT ? "over quota" : "disk full" }
 
         var description: String {
-            if isDiskFull { return "disk full (\(String(cString: strerror(code))))" }
+            if isOutOfSpace { return "\(spaceWords) (\(String(cString: strerror(code))))" }
+            if isTooLarge { return "file too large for its file system (\(String(cString: strerror(code)))); paused" }
             let text = "cannot \(operation) \(TerminalText.sanitize(path)): \(String(cString: strerror(code)))"
             return isUnwritable ? text + " (paused until it is writable)" : text
         }

@@ -100,6 +100,8 @@ struct Transfer: Sendable {
     let stallSeconds: Int64
     /// fsync the part file before reporting completion.
     let syncOnCompletion: Bool
+    /// The free space that must stay where the part file is (`--min-free`).
+    let floor: SpaceFloor
     /// What describes the part file now, read when the attempt really starts (the previous attempt
     /// on the file may have changed it after this one was ordered); nil when the download or the
     /// session is gone.
@@ -130,10 +132,16 @@ struct Transfer: Sendable {
         do {
             startLength = try PartFile.existingLength(order.partPath)
         } catch {
-            return Result(outcome: Self.outcome(of: error), bytesOnDisk: 0)
+            return Result(outcome: outcome(of: error), bytesOnDisk: 0)
         }
         progress.bytesOnDisk.store(startLength, ordering: .relaxed)
         guard !Task.isCancelled, let basis = await basis() else { return Result(outcome: .stopped, bytesOnDisk: startLength) }
+        // No request while the disk is under its floor, or when the known rest cannot fit: the
+        // download waits for room with its bytes, instead of failing half-way.
+        let have = basis.segments.isEmpty ? startLength : Segments.bytesOnDisk(basis.segments)
+        if let short = spaceShortage(needs: basis.knownTotal.map { $0 - have } ?? 0, sizeKnown: basis.knownTotal != nil) {
+            return Result(outcome: short, bytesOnDisk: startLength, segments: basis.segments.isEmpty ? nil : basis.segments)
+        }
         var attempt = Attempt(path: order.partPath, validators: basis.validators, knownTotal: basis.knownTotal)
         attempt.knownType = basis.contentType
         attempt.startLength = startLength
@@ -147,7 +155,7 @@ struct Transfer: Sendable {
                 outcome = try await resumeParts(&attempt, basis)
             }
         } catch let failure as PartFile.Failure {
-            outcome = Self.outcome(of: failure)
+            outcome = self.outcome(of: failure)
         } catch {
             outcome = Task.isCancelled ? .stopped : classify(error, progressed: attempt.grew)
         }
@@ -190,15 +198,22 @@ struct Transfer: Sendable {
         }
     }
 
-    /// `not enough disk space: needs X, Y free` when `needs` more bytes do not fit on the file
-    /// system of `path`; nil when they do or the free space cannot be told.
-    static func spaceShortfall(path: String, needs: Int64) -> String? {
-        guard needs > 0, let free = FileSync.freeBytes(near: path), needs > free else { return nil }
-        return "not enough disk space: needs \(Format.bytes(needs)), \(Format.bytes(free)) free"
+    /// Waiting for disk space when the part file's file system is under its floor, or when
+    /// `needs` more bytes (the rest of a file of known size) would not fit above it; nil when
+    /// they fit, nothing more is needed, or the free space cannot be told.
+    func spaceShortage(needs: Int64, sizeKnown: Bool) -> Outcome? {
+        guard !sizeKnown || needs > 0, let reading = DiskWatch.reading(near: order.partPath, floor: floor) else { return nil }
+        if sizeKnown, !reading.fits(needs) { return .noSpace(.cannotFit(needs: needs), reading: reading) }
+        return reading.isLow ? .noSpace(.belowFloor, reading: reading) : nil
     }
 
-    private static func outcome(of failure: PartFile.Failure) -> Outcome {
-        failure.pausesDownload ? .cannotWrite(reason: failure.description) : .fatal(reason: failure.description)
+    /// How a failure of the part file ends the attempt: no room waits for it, a file that cannot
+    /// be written pauses, anything else fails.
+    func outcome(of failure: PartFile.Failure) -> Outcome {
+        if failure.isOutOfSpace {
+            return .noSpace(.writeFailed(failure.spaceWords), reading: DiskWatch.reading(near: failure.path, floor: floor))
+        }
+        return failure.pausesDownload ? .cannotWrite(reason: failure.description) : .fatal(reason: failure.description)
     }
 
     /// A transient failure; `retryAfter` is the header's text.
@@ -271,9 +286,9 @@ struct Transfer: Sendable {
             // download leaves no file), and the bytes of a resume stay for when there is room.
             // Bytes past `offset` are freed by the cut below, so they count as room.
             let found = attempt.file?.length ?? attempt.startLength
-            if let total, let shortfall = Self.spaceShortfall(path: attempt.path, needs: total - max(offset, found)) {
+            if let total, let short = spaceShortage(needs: total - max(offset, found), sizeKnown: true) {
                 stream.discard()
-                return .cannotWrite(reason: shortfall)
+                return short
             }
             // Bytes are thrown away only here, once the replacement is on disk: the new version's
             // first bytes came and were synced in a file of their own, which then takes the part
@@ -411,8 +426,8 @@ struct Transfer: Sendable {
         let startBytes = board.withBoard(\.bytesOnDisk)
         // As before a first byte: the parts' missing bytes must fit (the holes take no room yet),
         // or the download waits for room with its parts kept, rather than filling the disk half-way.
-        if let shortfall = Self.spaceShortfall(path: attempt.path, needs: total - startBytes) {
-            return .cannotWrite(reason: shortfall)
+        if let short = spaceShortage(needs: total - startBytes, sizeKnown: true) {
+            return short
         }
         let file = try attempt.open()
         if file.length != total { try file.truncate(to: total) }
@@ -452,7 +467,7 @@ struct Transfer: Sendable {
                     group.cancelAll()
                 case .failed(let outcome):
                     switch outcome {
-                    case .fatal, .cannotWrite:
+                    case .fatal, .cannotWrite, .noSpace:
                         if stop == nil { stop = outcome }
                         group.cancelAll()
                     default:
@@ -546,7 +561,7 @@ struct Transfer: Sendable {
     }
 
     private func ended(by error: any Error) -> ConnectionEnd {
-        if let failure = error as? PartFile.Failure { return .failed(Self.outcome(of: failure)) }
+        if let failure = error as? PartFile.Failure { return .failed(outcome(of: failure)) }
         if Task.isCancelled { return .idle }
         return .failed(classify(error, progressed: false))
     }

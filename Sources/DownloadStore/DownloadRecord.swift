@@ -37,6 +37,8 @@ struct DownloadRecord: Codable, FetchableRecord, PersistableRecord, Sendable {
     var lastStatus: Int?
     var lastError: String?
     var failedAttempts: Int
+    /// When a transfer last worked on it: purging for disk space takes the least recently used first.
+    var lastActive: Date?
     var pausedByShutdown: Bool
     /// Extra request headers, one `Name: value` per line.
     var requestHeaders: String?
@@ -121,6 +123,7 @@ extension DownloadRecord {
         lastStatus = row["lastStatus"]
         lastError = row["lastError"]
         failedAttempts = row["failedAttempts"]
+        lastActive = row["lastActive"]
         pausedByShutdown = row["pausedByShutdown"]
         requestHeaders = row["requestHeaders"]
         checksum = row["checksum"]
@@ -148,6 +151,10 @@ extension DownloadRecord {
         case .waiting(let until, let reason):
             stateReason = reason
             waitingUntil = until
+        case .waitingForSpace(let reason):
+            // `waiting` with no time: it waits for room, not for a timer.
+            stateReason = reason
+            waitingUntil = nil
         case .failed(let reason):
             stateReason = reason
             waitingUntil = nil
@@ -173,6 +180,7 @@ extension DownloadRecord {
         lastStatus = download.lastStatus
         lastError = download.lastError
         failedAttempts = download.failedAttempts
+        lastActive = download.lastActive
         pausedByShutdown = download.pausedByShutdown
         requestHeaders = download.options.headers.isEmpty ? nil : download.options.headers.map(\.description).joined(separator: "\n")
         checksum = download.options.checksum?.description
@@ -198,7 +206,12 @@ extension DownloadRecord {
         case "queued": download.state = .queued
         case "downloading": download.state = .downloading
         case "paused": download.state = .paused
-        case "waiting": download.state = .waiting(until: waitingUntil ?? .distantPast, reason: stateReason ?? "")
+        case "waiting":
+            if let waitingUntil {
+                download.state = .waiting(until: waitingUntil, reason: stateReason ?? "")
+            } else {
+                download.state = .waitingForSpace(reason: stateReason ?? SpaceShortage.belowFloor.words(nil))
+            }
         case "completed": download.state = .completed
         case "failed": download.state = .failed(reason: stateReason ?? lastError ?? "failed")
         case "cancelled": download.state = .cancelled
@@ -223,6 +236,7 @@ extension DownloadRecord {
         download.lastStatus = lastStatus
         download.lastError = lastError
         download.failedAttempts = failedAttempts
+        download.lastActive = lastActive
         download.pausedByShutdown = pausedByShutdown
         for line in (requestHeaders ?? "").split(separator: "\n") {
             guard let field = try? HeaderField.parse(String(line)) else { return nil }

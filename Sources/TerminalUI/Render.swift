@@ -115,14 +115,22 @@ struct Painter {
         var facts: [Item] = []
         let saved = snapshot.totalBytesSavedByResume
         if saved > 0 { facts.append(("  ", "resumes saved \(Format.bytes(saved))", .plain)) }
-        if let free = state.freeDiskBytes { facts.append(("  ", "\(Format.bytes(free)) free", .plain)) }
+        var lowDisk: [Item] = []
+        if let space = snapshot.space {
+            if space.isLow {
+                // Downloads there wait: said first and in the warning colour, never cut for counts.
+                lowDisk.append(("  ", "disk low: \(Format.bytes(space.free)) free, floor \(Format.bytes(space.floor))", Self.warning))
+            } else {
+                facts.append(("  ", "\(Format.bytes(space.free)) free", .plain))
+            }
+        }
         let atOnce: Item = ("  ", "\(snapshot.maxActive) at once", .dim)
-        var items = counts + facts + [atOnce]
+        var items = lowDisk + counts + facts + [atOnce]
         let total = items.reduce(line.used) { $0 + ScreenText.width($1.separator) + ScreenText.width($1.text) }
         if total > width {
             // Not everything fits: the bytes saved and the free space go first, and the counts
             // after them are cut whole, with an ellipsis.
-            items = facts + counts + [atOnce]
+            items = lowDisk + facts + counts + [atOnce]
         }
         for item in items {
             let needed = ScreenText.width(item.separator) + ScreenText.width(item.text)
@@ -256,23 +264,26 @@ struct Painter {
         return "\(at) \(times)\(download.resumeCount)"
     }
 
-    /// Why a waiting row waits (with its countdown) or a failed row failed.
     /// `text` without its start `piece` (counted in scalars, as `ScreenText.prefix` cuts).
     static func dropping(_ piece: String, from text: String) -> String {
         String(String.UnicodeScalarView(text.unicodeScalars.dropFirst(piece.unicodeScalars.count)))
     }
 
+    /// Why a waiting row waits (with its countdown, or for disk space) or a failed row failed.
     func reasonText(_ download: Download) -> String? {
         switch download.state {
         case .waiting(let until, let reason):
             let seconds = max(0, until.timeIntervalSince(state.now))
             return "retry in \(Format.duration(seconds)): \(reason)"
-        case .failed(let reason):
+        case .failed(let reason), .waitingForSpace(let reason):
             return reason
         default:
             return nil
         }
     }
+
+    /// Free space under the floor in the header.
+    static let warning = Style(color: .yellow, bold: true, reverse: true)
 
     static func style(for state: DownloadState) -> Style {
         style(forWord: state.word)

@@ -45,14 +45,12 @@ public struct UIController: Sendable {
     let refreshInterval: Duration
     /// Remembers how many run at once for the next start (`<`, `>`).
     let saveMaxActive: @Sendable (Int) -> Void
-    /// Free bytes where downloads go, for the header.
-    let freeBytes: @Sendable () -> Int64?
     let log: @Sendable (String) -> Void
 
     public init(
         queue: any QueueControl, terminal: any TerminalScreen, downloadDirectory: String, defaults: RequestOptions,
         maxActiveIsConfigured: Bool, refreshInterval: Duration, saveMaxActive: @escaping @Sendable (Int) -> Void = { _ in },
-        freeBytes: @escaping @Sendable () -> Int64? = { nil }, log: @escaping @Sendable (String) -> Void = { _ in }
+        log: @escaping @Sendable (String) -> Void = { _ in }
     ) {
         self.queue = queue
         self.terminal = terminal
@@ -61,7 +59,6 @@ public struct UIController: Sendable {
         self.maxActiveIsConfigured = maxActiveIsConfigured
         self.refreshInterval = refreshInterval
         self.saveMaxActive = saveMaxActive
-        self.freeBytes = freeBytes
         self.log = log
     }
 
@@ -110,7 +107,6 @@ public struct UIController: Sendable {
         var lastFrame: Frame?
         var dirty = true
         var tickDue: ContinuousClock.Instant?
-        var lastDiskCheck = clock.now - .seconds(60)
         var end = End.queueEnded
 
         loop: for await input in inputs {
@@ -163,10 +159,6 @@ public struct UIController: Sendable {
             let now = clock.now
             if drawNow || (dirty && now - lastDraw >= refreshInterval) {
                 state.now = Date()
-                if now - lastDiskCheck >= .seconds(2) {
-                    state.freeDiskBytes = freeBytes()
-                    lastDiskCheck = now
-                }
                 let frame = render(state)
                 if frame != lastFrame {
                     terminal.show(frame)

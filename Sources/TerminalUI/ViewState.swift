@@ -81,8 +81,6 @@ public struct ViewState: Sendable {
     public var message: StatusMessage?
     /// Eighth-block bars and `…`; false draws ASCII only (a non-UTF-8 locale, or `--ascii`).
     public var unicode: Bool
-    /// Free space where new downloads go, refreshed by the controller.
-    public var freeDiskBytes: Int64?
     /// This UI steers a queue another haul runs (through its control socket).
     public var attached = false
     /// Why the detach key cannot leave the queue running, when it cannot (the demo's server runs
@@ -111,6 +109,7 @@ public struct ViewState: Sendable {
         case .failed(let text): reason = text
         // "retry in 59m59s: " comes first.
         case .waiting(_, let text): reason = String(repeating: " ", count: 17) + text
+        case .waitingForSpace(let text): reason = text
         default: reason = download.lastError ?? ""
         }
         let room = max(1, width - 11)
@@ -281,7 +280,7 @@ public struct ViewState: Sendable {
 
     private func pauseOrResume(_ state: inout ViewState, _ download: Download) -> [Command] {
         switch download.state {
-        case .downloading, .queued, .waiting: return [.pause(download.id)]
+        case .downloading, .queued, .waiting, .waitingForSpace: return [.pause(download.id)]
         case .paused, .failed: return [.resume(download.id)]
         case .completed, .cancelled:
             state.message = StatusMessage("\(download.state.word): nothing to pause or resume", isError: true)
@@ -291,7 +290,7 @@ public struct ViewState: Sendable {
 
     private func resumeOrRetry(_ state: inout ViewState, _ download: Download) -> [Command] {
         switch download.state {
-        case .paused, .failed, .waiting: return [.resume(download.id)]
+        case .paused, .failed, .waiting, .waitingForSpace: return [.resume(download.id)]
         case .queued:
             state.message = StatusMessage("queued: it starts when a slot frees (> runs more at once)")
             return []

@@ -22,6 +22,10 @@ struct Settings: Sendable, Equatable {
     var ascii = false
     /// From the environment (`http_proxy` …), like curl.
     var proxies = ProxySettings()
+    /// Free space to keep where downloads go (`--min-free`).
+    var minFree: SpaceFloor = .automatic
+    /// Purge paused downloads' partial data when free space stays under the floor.
+    var purgeWhenLow = false
 
     static let defaultMaxActive = 3
 }
@@ -30,12 +34,13 @@ struct Settings: Sendable, Equatable {
 ///
 /// Keys are the long option names: `dir`, `state`, `max-active`, `max-tries`, `connect-timeout`,
 /// `stall-timeout`, `limit-rate`, `connections`, `header` (repeatable), `user-agent`, `ca-certificate`, `fsync`,
-/// `allow-downgrade`, `refresh`, `ascii`. Paths may start with `~/`; other relative paths are taken from the home
+/// `allow-downgrade`, `refresh`, `ascii`, `min-free`, `purge-when-low`. Paths may start with `~/`; other relative paths are taken from the home
 /// directory. An unknown key or a bad value is an error naming the file and line.
 enum ConfigFile {
     static let keys = [
         "dir", "state", "max-active", "max-tries", "connect-timeout", "stall-timeout", "limit-rate",
         "connections", "header", "user-agent", "ca-certificate", "fsync", "allow-downgrade", "refresh", "ascii",
+        "min-free", "purge-when-low",
     ]
 
     /// The file to read: `--config`, else `$HAUL_CONFIG`, else the XDG location; `explicit` when
@@ -93,6 +98,8 @@ enum ConfigFile {
         case "allow-downgrade": settings.allowDowngrade = try boolean(value, key)
         case "refresh": settings.refresh = try OptionCheck.refresh(value)
         case "ascii": settings.ascii = try boolean(value, key)
+        case "min-free": settings.minFree = try OptionCheck.floor(value, key)
+        case "purge-when-low": settings.purgeWhenLow = try boolean(value, key)
         case "checksum", "output":
             throw UsageError(message: "'\(key)' belongs to one download: give it as --\(key) on the command line")
         default:
@@ -153,6 +160,14 @@ enum OptionCheck {
         // Below 1 KiB/s a single network read would take over a minute to pay for.
         guard value >= 1024 else { throw UsageError(message: "\(name) must be at least 1K") }
         return value
+    }
+
+    static func floor(_ text: String, _ name: String) throws(UsageError) -> SpaceFloor {
+        do {
+            return try SpaceFloor.parse(text, what: name)
+        } catch {
+            throw UsageError(message: error.description)
+        }
     }
 
     static func header(_ text: String) throws(UsageError) -> HeaderField {

@@ -39,7 +39,7 @@ struct Get: AsyncParsableCommand {
             return
         }
         let store = try OpenStore(path: path)
-        var configuration = SessionOptions.configuration(settings, maxActive: store.maxActive(settings))
+        var configuration = SessionOptions.configuration(settings, maxActive: store.maxActive(settings), downloadDirectory: add.downloadDirectory(settings))
         configuration.logger = Logger(label: "haul.engine")
         let session = DownloadSession(configuration: configuration, journal: store.database)
         let interruption = Interruption(session: session)
@@ -80,10 +80,14 @@ struct Get: AsyncParsableCommand {
         if !allCompleted || printer.sawUnsaved { throw ExitCode(1) }
     }
 
-    /// Every download this run asked for has completed, failed, been cancelled, or paused (disk full).
+    /// Every download this run asked for has completed, failed, been cancelled, or paused (a
+    /// read-only disk); or waits for disk space while the queue cannot be saved (its own disk is
+    /// full too): waiting on would keep nothing of what happens, so the run ends and the next one
+    /// resumes from the bytes on disk.
     static func allSettled(_ snapshot: SessionSnapshot, ids: [DownloadID]) -> Bool {
         ids.allSatisfy { id in
             guard let state = snapshot[id]?.state else { return true }
+            if case .waitingForSpace = state, snapshot.unsaved != nil { return true }
             return state.isFinished || state == .paused
         }
     }

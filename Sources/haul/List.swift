@@ -50,7 +50,7 @@ struct List: AsyncParsableCommand {
         var queue = queue
         for index in queue.downloads.indices {
             switch queue.downloads[index].state {
-            case .downloading, .waiting:
+            case .downloading, .waiting, .waitingForSpace:
                 queue.downloads[index].state = .queued
                 queue.downloads[index].lastError = "interrupted: the haul running it ended; resumes on the next start"
             case .queued, .paused, .completed, .failed, .cancelled:

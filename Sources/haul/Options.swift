@@ -32,6 +32,15 @@ struct SessionOptions: ParsableArguments {
     @Flag(help: "Follow a redirect from https to http (refused by default: the rest would travel unencrypted).")
     var allowDowngrade = false
 
+    @Option(help: ArgumentHelp(
+        "Free space to keep where downloads go: under it they wait, bytes kept, and go on when there is room (default: 1G or 1% of the file system, whichever is smaller; 0: only a full disk stops them).",
+        valueName: "size"
+    ))
+    var minFree: String?
+
+    @Flag(help: "When free space stays under --min-free, discard the partial data of paused downloads, least recently used first (their rows stay, paused at 0 B).")
+    var purgeWhenLow = false
+
     /// `settings` with these flags and the environment's proxies on top, checked.
     func apply(to settings: Settings, environment: [String: String] = ProcessInfo.processInfo.environment) throws(UsageError) -> Settings {
         var settings = settings
@@ -46,6 +55,8 @@ struct SessionOptions: ParsableArguments {
         }
         if let fsync { settings.fsync = fsync }
         if allowDowngrade { settings.allowDowngrade = true }
+        if let minFree { settings.minFree = try OptionCheck.floor(minFree, "--min-free") }
+        if purgeWhenLow { settings.purgeWhenLow = true }
         do {
             if let path = settings.caCertificate { try TrustRoots.check(path) }
         } catch {
@@ -62,8 +73,13 @@ struct SessionOptions: ParsableArguments {
     /// The engine's configuration for checked `settings`.
     ///
     /// Its logger is set by the caller once the log is set up (a logger made earlier writes to stderr).
-    static func configuration(_ settings: Settings, maxActive: Int) -> DownloadSession.Configuration {
+    ///
+    /// `downloadDirectory`: where new downloads go, whose free space the header shows.
+    static func configuration(_ settings: Settings, maxActive: Int, downloadDirectory: String) -> DownloadSession.Configuration {
         var configuration = DownloadSession.Configuration()
+        configuration.minFree = settings.minFree
+        configuration.purgeWhenLow = settings.purgeWhenLow
+        configuration.spaceDirectory = downloadDirectory
         configuration.maxActive = maxActive
         configuration.maxTries = settings.maxTries
         configuration.connectTimeout = .seconds(settings.connectTimeout)

@@ -118,6 +118,8 @@ final class ProgressPrinter {
         case .waiting(let until, let reason):
             let seconds = max(0, until.timeIntervalSinceNow)
             return "waiting \(Format.duration(seconds)) to retry (\(download.failedAttempts) failed): \(TerminalText.sanitize(reason))"
+        case .waitingForSpace(let reason):
+            return "\(TerminalText.sanitize(reason)); bytes kept, it goes on by itself when there is room"
         case .completed:
             return "completed \(TerminalText.sanitize(download.completedPath ?? download.destination.path)) (\(Format.bytes(download.bytesOnDisk)))"
         case .failed(let reason):
@@ -136,9 +138,12 @@ final class ProgressPrinter {
     private func jsonLine(_ download: Download, event: String) -> String {
         var reason: String?
         switch download.state {
-        case .failed(let text), .waiting(_, let text): reason = text
+        case .failed(let text), .waiting(_, let text), .waitingForSpace(let text): reason = text
         default: reason = download.lastError
         }
+        var waitingFor: Any = NSNull()
+        if case .waiting = download.state { waitingFor = "retry" }
+        if case .waitingForSpace = download.state { waitingFor = "disk space" }
         let object: [String: Any] = [
             "event": event,
             "id": download.id.rawValue,
@@ -152,6 +157,7 @@ final class ProgressPrinter {
             "restart_reason": download.restartReason.map { $0 as Any } ?? NSNull(),
             "speed": Int64(download.bytesPerSecond),
             "error": reason.map { $0 as Any } ?? NSNull(),
+            "waiting_for": waitingFor,
         ]
         return Self.json(object)
     }
@@ -163,6 +169,7 @@ final class ProgressPrinter {
 
     private func stateKey(_ state: DownloadState) -> String {
         if case .waiting(let until, _) = state { return "waiting-\(until.timeIntervalSince1970)" }
+        if case .waitingForSpace = state { return "waiting-for-space" }
         return state.word
     }
 

@@ -49,7 +49,7 @@ struct Start: AsyncParsableCommand {
             return
         }
         let store = try await Runner.openStore(path: path, wait: handover ? .seconds(15) : .zero)
-        try await Runner.run(store: store, settings: settings, requests: requests, handover: handover)
+        try await Runner.run(store: store, settings: settings, requests: requests, downloadDirectory: add.downloadDirectory(settings), handover: handover)
     }
 }
 
@@ -85,8 +85,8 @@ struct Stop: AsyncParsableCommand {
 /// A queue run without a terminal, and the ways one is started.
 enum Runner {
     /// Runs the queue of `store` until SIGINT, SIGTERM or `haul stop`; a hang-up changes nothing.
-    static func run(store: OpenStore, settings: Settings, requests: [AddOptions.Request], handover: Bool) async throws {
-        var configuration = SessionOptions.configuration(settings, maxActive: store.maxActive(settings))
+    static func run(store: OpenStore, settings: Settings, requests: [AddOptions.Request], downloadDirectory: String, handover: Bool) async throws {
+        var configuration = SessionOptions.configuration(settings, maxActive: store.maxActive(settings), downloadDirectory: downloadDirectory)
         configuration.logger = Logger(label: "haul.engine")
         let session = DownloadSession(configuration: configuration, journal: store.database)
         let interruption = Interruption(session: session, onHangUp: {})

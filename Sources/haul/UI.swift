@@ -64,7 +64,9 @@ struct UI: AsyncParsableCommand {
         defaults: RequestOptions, banner: String? = nil, fallbackMaxActive: Int = Settings.defaultMaxActive,
         handover: [String]?
     ) async throws {
-        var configuration = SessionOptions.configuration(settings, maxActive: store.maxActive(settings, fallback: fallbackMaxActive))
+        var configuration = SessionOptions.configuration(
+            settings, maxActive: store.maxActive(settings, fallback: fallbackMaxActive), downloadDirectory: downloadDirectory
+        )
         configuration.logger = Logger(label: "haul.engine")
         let session = DownloadSession(configuration: configuration, journal: store.database)
         let hangUp = HangUp()
@@ -104,7 +106,6 @@ struct UI: AsyncParsableCommand {
             defaults: defaults,
             maxActiveIsConfigured: settings.maxActive != nil,
             refreshInterval: .milliseconds(Int(1000 / settings.refresh)),
-            freeBytes: { FreeSpace.bytes(at: downloadDirectory) },
             log: { logger.info("\($0)") }
         )
         let end = await controller.run(view)
@@ -189,8 +190,7 @@ extension UI {
             downloadDirectory: downloadDirectory,
             defaults: defaults,
             maxActiveIsConfigured: false,
-            refreshInterval: .milliseconds(Int(1000 / settings.refresh)),
-            freeBytes: { FreeSpace.bytes(at: downloadDirectory) }
+            refreshInterval: .milliseconds(Int(1000 / settings.refresh))
         )
         let end = await controller.run(view)
         await terminal.stop()
@@ -252,16 +252,6 @@ enum Detach {
             dup2(log, STDERR_FILENO)
             close(log)
         }
-    }
-}
-
-enum FreeSpace {
-    /// Free bytes for an unprivileged user at `path`.
-    static func bytes(at path: String) -> Int64? {
-        var stats = statvfs()
-        guard statvfs(path, &stats) == 0 else { return nil }
-        let (bytes, overflow) = Int64(clamping: stats.f_bavail).multipliedReportingOverflow(by: Int64(clamping: stats.f_frsize))
-        return overflow ? Int64.max : bytes
     }
 }
 

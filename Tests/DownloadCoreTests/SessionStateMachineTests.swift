@@ -618,7 +618,7 @@ import Testing
         #expect(m.all.map(\.state) == [.downloading, .queued])
         _ = m.pauseAll()
         #expect(m.download(a)?.etag == "\"v1\"")
-        let purged = m.purgePaused()
+        let purged = m.purgePaused().actions
         #expect(purged.contains(.deletePartFile(a, path: "/d/file.bin.part")))
         #expect(purged.contains(.deletePartFile(b, path: "/d/b.part")))
         #expect(m.all.map(\.state) == [.paused, .paused], "purged downloads stay in the queue, paused")
@@ -629,7 +629,7 @@ import Testing
         let again = try m.resume(a)
         #expect(again.contains { if case .startTransfer = $0 { true } else { false } })
         #expect(m.resumeBasis(a)?.validators.isEmpty == true)
-        #expect(m.purgePaused().allSatisfy { if case .deletePartFile(let id, _) = $0 { id == b } else { false } }, "only paused ones")
+        #expect(m.purgePaused().actions.allSatisfy { if case .deletePartFile(let id, _) = $0 { id == b } else { false } }, "only paused ones")
     }
 
     @Test func progressFeedsASmoothedSpeed() throws {

@@ -114,13 +114,12 @@ import Testing
             #expect(FileManager.default.createFile(atPath: filler, contents: Data(count: Int(free) - 2 * 1024 * 1024)))
             let before = h.gets("/room.bin").count
             try await h.session.resume(id)
-            let waiting = try await h.wait(id) { $0.state == .paused && $0.lastError?.hasPrefix("not enough disk space") == true }
-            #expect(waiting.lastError?.contains("needs \(Format.bytes(Int64(size) - paused.bytesOnDisk))") == true, "\(waiting.lastError ?? "")")
+            let waiting = try await h.wait(id) { if case .waitingForSpace = $0.state { true } else { false } }
+            #expect(waiting.state.reason?.hasPrefix("waiting for disk space (needs \(Format.bytes(Int64(size) - paused.bytesOnDisk)), ") == true, "\(waiting.state)")
             #expect(h.gets("/room.bin").count == before, "no request for bytes that cannot be written")
             #expect(waiting.segments == paused.segments, "the parts are kept")
-            // Room again: the parts resume where they stopped.
+            // Room again: the parts resume by themselves where they stopped.
             try FileManager.default.removeItem(atPath: filler)
-            try await h.session.resume(id)
             let done = try await h.waitCompleted(id, timeout: 30)
             #expect(sha256(ofFile: target) == h.server.sha256("/room.bin"))
             #expect(done.restartCount == 0)

@@ -65,7 +65,7 @@ import Testing
         try database.saveSetting("maxActive", "5")
         try database.saveSetting("maxActive", "6")
         #expect(try AppDatabase.open(at: path).setting("maxActive") == "6")
-        #expect(try database.appliedMigrations().last == "v9: resumes checked by overlap")
+        #expect(try database.appliedMigrations().last == "v11: last active")
     }
 
     @Test func everyFieldSurvivesARoundTrip() throws {
@@ -170,7 +170,7 @@ import Testing
         #expect(try database.appliedMigrations() == [
             "v1: queue", "v2: requesters and boot checkpoints", "v3: request options and settings", "v4: segmented downloads",
             "v5: unsynced checkpoints", "v6: content type", "v7: written parts", "v8: completed file stamps",
-            "v9: resumes checked by overlap",
+            "v9: resumes checked by overlap", "v11: last active",
         ])
         let queue = try database.loadQueue()
         let row = try #require(queue.downloads.first)

@@ -37,8 +37,8 @@ enum Fixture {
     }
 
     static func state(width: Int, height: Int, downloads: [Download] = Fixture.downloads, unicode: Bool = true) -> ViewState {
-        var state = ViewState(snapshot: SessionSnapshot(downloads: downloads, maxActive: 3), now: now, width: width, height: height, unicode: unicode)
-        state.freeDiskBytes = 42_000_000_000
-        return state
+        var snapshot = SessionSnapshot(downloads: downloads, maxActive: 3)
+        snapshot.space = DiskReading(free: 42_000_000_000, capacity: 500_000_000_000, floor: 1 << 30, filesystem: 1)
+        return ViewState(snapshot: snapshot, now: now, width: width, height: height, unicode: unicode)
     }
 }

@@ -31,7 +31,7 @@ import Testing
             let seconds = Date().timeIntervalSince(started)
             print("FULL-DISK: exited \(first.status) after \(String(format: "%.1f", seconds)) s; stdout: \(first.stdout) stderr: \(first.stderr)")
             #expect(first.status == 1)
-            #expect(first.stdout.contains("paused at"), "\(first.stdout)")
+            #expect(first.stdout.contains("waiting for disk space (disk full"), "\(first.stdout)")
             #expect(first.stderr.contains("haul: cannot save the queue: the disk holding the queue is full; the bytes on disk are kept, and the next haul resumes from them"), "\(first.stderr)")
             #expect(!first.stderr.contains("SQLite") && !first.stderr.contains("GRDB"), "in haul's words: \(first.stderr)")
             let onDisk = try #require(CLI.length(disk + "/big.bin.part"))

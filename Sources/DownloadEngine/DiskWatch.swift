@@ -1,0 +1,48 @@
+import DownloadCore
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Reads the file systems downloads write to: free space, size, the floor there, and which file
+/// system it is.
+public enum DiskWatch {
+    /// The file system that holds `path`, a file that may not exist yet (its directory is read);
+    /// nil when it cannot be read (the directory is gone).
+    public static func reading(near path: String, floor: SpaceFloor) -> DiskReading? {
+        reading(directory: directory(of: path), floor: floor)
+    }
+
+    /// The file system that holds `directory`.
+    public static func reading(directory: String, floor: SpaceFloor) -> DiskReading? {
+        var info = statvfs()
+        var status = stat()
+        guard statvfs(directory, &info) == 0, stat(directory, &status) == 0 else { return nil }
+        let free = bytes(UInt64(info.f_bavail), times: UInt64(info.f_frsize))
+        let capacity = bytes(UInt64(info.f_blocks), times: UInt64(info.f_frsize))
+        return DiskReading(free: free, capacity: capacity, floor: floor.bytes(capacity: capacity), filesystem: UInt64(status.st_dev))
+    }
+
+    /// The reading of each download's part file, one look per directory.
+    static func readings(_ paths: [(DownloadID, String)], floor: SpaceFloor) -> [DownloadID: DiskReading] {
+        var byDirectory: [String: DiskReading?] = [:]
+        var readings: [DownloadID: DiskReading] = [:]
+        for (id, path) in paths {
+            let directory = directory(of: path)
+            if byDirectory[directory] == nil { byDirectory[directory] = .some(reading(directory: directory, floor: floor)) }
+            if let reading = byDirectory[directory] ?? nil { readings[id] = reading }
+        }
+        return readings
+    }
+
+    static func directory(of path: String) -> String {
+        guard let slash = path.lastIndex(of: "/") else { return "." }
+        return slash == path.startIndex ? "/" : String(path[..<slash])
+    }
+
+    private static func bytes(_ count: UInt64, times size: UInt64) -> Int64 {
+        let (product, overflow) = count.multipliedReportingOverflow(by: size)
+        return overflow || product > UInt64(Int64.max) ? .max : Int64(product)
+    }
+}
