@@ -1,0 +1,203 @@
+import Foundation
+import LoopbackServer
+import Testing
+
+/// Issue 18: low disk space with the real binary on a small tmpfs. The queue waits at the floor with
+/// its bytes, goes on by itself when there is room, and purges only what it may.
+@Suite struct LowDiskTests {
+    static let mib = 1 << 20
+
+    /// A tmpfs of `megabytes` at `directory/disk`; nil (the reason printed) where mounting is not
+    /// allowed. CI runs as root, where it is. Unmounted by `unmount`.
+    static func disk(_ directory: String, megabytes: Int) async throws -> String? {
+        let disk = directory + "/disk"
+        try FileManager.default.createDirectory(atPath: disk, withIntermediateDirectories: true)
+        guard try await FullDiskTests.mountTmpfs(disk, megabytes: megabytes) else { return nil }
+        return disk
+    }
+
+    static func unmount(_ disk: String) {
+        _ = try? Process.run(URL(fileURLWithPath: "/bin/umount"), arguments: ["-l", disk])
+    }
+
+    static func free(_ path: String) throws -> Int {
+        let attributes = try FileManager.default.attributesOfFileSystem(forPath: path)
+        return try #require((attributes[.systemFreeSize] as? NSNumber)?.intValue)
+    }
+
+    /// Fills `disk` with a file of its own until `left` bytes are free.
+    static func fill(_ disk: String, leaving left: Int, name: String = "filler") throws -> String {
+        let path = disk + "/" + name
+        let size = try free(disk) - left
+        #expect(size > 0)
+        #expect(FileManager.default.createFile(atPath: path, contents: Data(count: max(0, size))), "the filler is written")
+        return path
+    }
+
+    @Test("18.1: a download under the floor waits with its bytes and goes on by itself with Range and If-Range once a filler is deleted")
+    func aDownloadWaitsAtTheFloorAndGoesOnWhenThereIsRoom() async throws {
+        try await CLI.withServer { server, directory in
+            guard let disk = try await Self.disk(directory, megabytes: 24) else { return }
+            defer { Self.unmount(disk) }
+            var faults = Faults()
+            faults.holdAt = [4 * Self.mib]
+            server.serve("/big.bin", size: 16 * Self.mib, faults: faults)
+            let part = disk + "/big.bin.part"
+            let haul = try HaulProcess(
+                ["get", server.url("/big.bin").absoluteString, "-o", disk + "/big.bin", "--min-free", "4M"],
+                in: directory, state: directory + "/.state"
+            )
+            try await CLI.waitUntil("4 MiB on disk") { CLI.length(part) == Int64(4 * Self.mib) }
+            // Another program takes the room: 3 MiB left, under the 4 MiB floor.
+            let filler = try Self.fill(disk, leaving: 3 * Self.mib)
+            try await CLI.waitUntil(timeout: 10, "the download waits for disk space") { haul.stdoutSoFar.contains("waiting for disk space (") }
+            server.release("/big.bin")
+            let waitLine = haul.stdoutSoFar.split(separator: "\n").first { $0.contains("waiting for disk space") }.map(String.init) ?? ""
+            #expect(waitLine.contains("free, floor 4.0 MiB)"), "says what is free and the floor: \(waitLine)")
+            #expect(waitLine.contains("bytes kept"), "\(waitLine)")
+            #expect(CLI.length(part) == Int64(4 * Self.mib), "the bytes stay")
+            try await Task.sleep(for: .seconds(3))
+            #expect(server.requests("/big.bin").count == 1, "no new request while there is no room")
+
+            try FileManager.default.removeItem(atPath: filler)
+            let run = try await haul.wait(timeout: 60)
+            #expect(run.status == 0, "\(run.stdout) \(run.stderr)")
+            #expect(CLI.sha256(disk + "/big.bin") == server.sha256("/big.bin"))
+            let gets = server.requests("/big.bin")
+            #expect(gets.count == 2, "\(gets.map(\.range))")
+            #expect(gets.last?.range == "bytes=\(4 * Self.mib)-", "resumed where it waited")
+            #expect(gets.last?.ifRange != nil, "with a validator")
+            let log = try String(contentsOfFile: directory + "/.state/haul.log", encoding: .utf8)
+            #expect(log.contains("waiting for disk space"), "the log says why it stopped")
+        }
+    }
+
+    @Test("18.1: a file larger than the free space waits before it starts, and one larger than the disk says so, then goes on when the disk grows")
+    func aFileThatCannotFitWaitsBeforeItStarts() async throws {
+        try await CLI.withServer { server, directory in
+            guard let disk = try await Self.disk(directory, megabytes: 24) else { return }
+            defer { Self.unmount(disk) }
+            server.serve("/twelve.bin", size: 12 * Self.mib)
+            server.serve("/huge.bin", size: 64 * Self.mib)
+            let filler = try Self.fill(disk, leaving: 8 * Self.mib)
+            let haul = try HaulProcess(
+                ["get", server.url("/twelve.bin").absoluteString, server.url("/huge.bin").absoluteString, "-d", disk],
+                in: directory, state: directory + "/.state"
+            )
+            try await CLI.waitUntil(timeout: 10, "both wait") {
+                let out = haul.stdoutSoFar
+                return out.contains("[1] waiting for disk space (needs 12.0 MiB, ") && out.contains("[2] waiting for disk space (needs 64.0 MiB; the file system holds 24.0 MiB in all)")
+            }
+            #expect(CLI.files(disk) == ["filler"], "not a byte written, no part file: \(CLI.files(disk))")
+            // Room for the smaller one: it starts by itself; the larger one waits on.
+            try FileManager.default.removeItem(atPath: filler)
+            try await CLI.waitUntil(timeout: 15, "the smaller one completes") { CLI.sha256(disk + "/twelve.bin") == server.sha256("/twelve.bin") }
+            #expect(CLI.length(disk + "/huge.bin.part") == nil, "the larger one has not started")
+            #expect(haul.process.isRunning)
+            // The file system grows (a tmpfs remounted larger): it goes on by itself.
+            guard try await FullDiskTests.mountTmpfs(disk, megabytes: 96, remount: true) else { return }
+            let run = try await haul.wait(timeout: 60)
+            #expect(run.status == 0, "\(run.stdout) \(run.stderr)")
+            #expect(CLI.sha256(disk + "/huge.bin") == server.sha256("/huge.bin"))
+        }
+    }
+
+    @Test("18.3: --purge-when-low purges paused partial data least recently used first, keeps the rows, and never touches running or completed files")
+    func purgeWhenLowTakesTheLeastRecentlyUsedFirst() async throws {
+        try await CLI.withServer { server, directory in
+            guard let disk = try await Self.disk(directory, megabytes: 24) else { return }
+            defer { Self.unmount(disk) }
+            var faults = Faults()
+            faults.holdAt = [2 * Self.mib]
+            for name in ["a", "b", "c"] { server.serve("/\(name).bin", size: 4 * Self.mib, faults: faults) }
+            server.serve("/done.bin", size: Self.mib)
+            let state = directory + "/.state"
+            let urls = ["done", "a", "b", "c"].map { server.url("/\($0).bin").absoluteString }
+            let runner = try HaulProcess(
+                ["start", "--foreground", "-j", "4", "-d", disk, "--min-free", "4M", "--purge-when-low"] + urls, in: directory, state: state
+            )
+            defer { runner.send(SIGKILL) }
+            try await CLI.waitUntil("the three reach 2 MiB and the small one completes") {
+                ["a", "b", "c"].allSatisfy { CLI.length(disk + "/\($0).bin.part") == Int64(2 * Self.mib) }
+                    && CLI.sha256(disk + "/done.bin") == server.sha256("/done.bin")
+            }
+            // Paused in the order b, a, c: b is the least recently used, then a.
+            for id in ["3", "2", "4"] {
+                let pause = try await HaulProcess(["pause", id], in: directory, state: state).wait()
+                #expect(pause.status == 0, "\(pause.stderr)")
+                try await Task.sleep(for: .milliseconds(300))
+            }
+            for name in ["a", "b", "c"] { server.release("/\(name).bin") }
+            // 1 MiB short of the 4 MiB floor: one 2 MiB partial is enough, the least recently used.
+            _ = try Self.fill(disk, leaving: 3 * Self.mib)
+            try await CLI.waitUntil(timeout: 15, "b is purged") { CLI.length(disk + "/b.bin.part") == nil }
+            try await Task.sleep(for: .seconds(3))
+            var rows = try await CLI.list(state: state, in: directory)
+            #expect(rows.count == 4, "every row stays")
+            func row(_ name: String) -> [String: Any] { rows.first { ($0["url"] as? String)?.hasSuffix("/\(name).bin") == true } ?? [:] }
+            #expect(row("b")["state"] as? String == "paused" && row("b")["bytes"] as? Int == 0, "\(row("b"))")
+            #expect((row("b")["error"] as? String)?.hasPrefix("purged when disk space ran low: 2.0 MiB of partial data discarded") == true, "\(row("b"))")
+            #expect(row("a")["bytes"] as? Int == 2 * Self.mib && row("c")["bytes"] as? Int == 2 * Self.mib, "only as much as was lacking")
+            #expect(CLI.length(disk + "/a.bin.part") == Int64(2 * Self.mib) && CLI.length(disk + "/c.bin.part") == Int64(2 * Self.mib))
+            // Short again: a goes next, c (the most recently used) stays.
+            _ = try Self.fill(disk, leaving: 3 * Self.mib, name: "filler2")
+            try await CLI.waitUntil(timeout: 15, "a is purged") { CLI.length(disk + "/a.bin.part") == nil }
+            try await Task.sleep(for: .seconds(3))
+            rows = try await CLI.list(state: state, in: directory)
+            #expect(row("a")["bytes"] as? Int == 0 && row("c")["bytes"] as? Int == 2 * Self.mib, "\(rows)")
+            #expect(CLI.sha256(disk + "/done.bin") == server.sha256("/done.bin"), "a completed file is never touched")
+            #expect(row("done")["state"] as? String == "completed")
+            let log = try String(contentsOfFile: state + "/haul.log", encoding: .utf8)
+            let purges = log.split(separator: "\n").filter { $0.contains("purged") }
+            #expect(purges.count == 2 && purges.first?.contains("id=3") == true && purges.last?.contains("id=2") == true, "each purge logged: \(purges)")
+            // A purged row resumes from zero and ends with the right file once there is room.
+            for name in ["filler", "filler2"] { try FileManager.default.removeItem(atPath: disk + "/" + name) }
+            let resume = try await HaulProcess(["resume", "3"], in: directory, state: state).wait()
+            #expect(resume.status == 0, "\(resume.stderr)")
+            try await CLI.waitUntil(timeout: 20, "b completes") { CLI.sha256(disk + "/b.bin") == server.sha256("/b.bin") }
+            #expect(server.requests("/b.bin").last?.range == nil, "fetched from zero")
+            let stop = try await HaulProcess(["stop"], in: directory, state: state).wait()
+            #expect(stop.status == 0, "\(stop.stderr)")
+        }
+    }
+
+    @Test("18.2: X in the UI purges paused downloads, keeps them paused at 0 B, and a resume fetches each whole")
+    func purgeInTheUIKeepsTheRows() async throws {
+        try await CLI.withServer { server, directory in
+            var faults = Faults()
+            faults.holdAt = [Self.mib]
+            for name in ["one", "two"] { server.serve("/\(name).bin", size: 3 * Self.mib, faults: faults) }
+            let state = directory + "/state"
+            let urls = ["one", "two"].map { server.url("/\($0).bin").absoluteString }
+            let tmux = try TmuxSession(TmuxSession.haulCommand(["-d", directory] + urls, state: state, in: directory))
+            defer { tmux.close() }
+            try await tmux.waitFor("both hold 1 MiB") { _ in
+                ["one", "two"].allSatisfy { CLI.length(directory + "/\($0).bin.part") == Int64(Self.mib) }
+            }
+            tmux.keys("P")
+            try await tmux.waitFor("both paused") { _ in tmux.row("one.bin")?.contains("paused") == true && tmux.row("two.bin")?.contains("paused") == true }
+            for name in ["one", "two"] { server.release("/\(name).bin") }
+            tmux.keys("X")
+            try await tmux.waitFor("the purge asks first") { rows in rows.contains { $0.contains("Purge 2 paused downloads (deletes 2.0 MiB of partial data; the downloads stay)?") } }
+            tmux.keys("y")
+            try await tmux.waitFor("the purge says what came back") { rows in
+                rows.contains { $0.contains("purged 2 paused downloads: 2.0 MiB freed; they stay in the queue") }
+            }
+            try await tmux.waitFor("the rows stay, paused at 0 B") { _ in
+                ["one.bin", "two.bin"].allSatisfy { tmux.row($0)?.contains("paused") == true && tmux.row($0)?.contains(" 0 B") == true }
+            }
+            #expect(CLI.length(directory + "/one.bin.part") == nil && CLI.length(directory + "/two.bin.part") == nil, "the data is gone")
+            // The details pane says what happened to it.
+            tmux.keys("Enter")
+            try await tmux.waitFor("the details say purged") { rows in rows.contains { $0.contains("purged: 1.0 MiB of partial data discarded") } }
+            tmux.keys("Enter")
+            tmux.keys("R")
+            try await tmux.waitFor("both complete") { _ in
+                ["one", "two"].allSatisfy { CLI.sha256(directory + "/\($0).bin") == server.sha256("/\($0).bin") }
+            }
+            for name in ["one", "two"] {
+                #expect(server.requests("/\(name).bin").last?.range == nil, "\(name) fetched whole, from zero")
+            }
+        }
+    }
+}
