@@ -16,6 +16,13 @@ import Testing
         return disk
     }
 
+    /// A body held at `offset` until the test releases it.
+    static func held(at offset: Int) -> Faults {
+        var faults = Faults()
+        faults.holdAt = [offset]
+        return faults
+    }
+
     static func unmount(_ disk: String) {
         _ = try? Process.run(URL(fileURLWithPath: "/bin/umount"), arguments: ["-l", disk])
     }
@@ -39,9 +46,7 @@ import Testing
         try await CLI.withServer { server, directory in
             guard let disk = try await Self.disk(directory, megabytes: 24) else { return }
             defer { Self.unmount(disk) }
-            var faults = Faults()
-            faults.holdAt = [4 * Self.mib]
-            server.serve("/big.bin", size: 16 * Self.mib, faults: faults)
+            server.serve("/big.bin", size: 16 * Self.mib, faults: Self.held(at: 4 * Self.mib))
             let part = disk + "/big.bin.part"
             let haul = try HaulProcess(
                 ["get", server.url("/big.bin").absoluteString, "-o", disk + "/big.bin", "--min-free", "4M"],
@@ -107,9 +112,7 @@ import Testing
         try await CLI.withServer { server, directory in
             guard let disk = try await Self.disk(directory, megabytes: 24) else { return }
             defer { Self.unmount(disk) }
-            var faults = Faults()
-            faults.holdAt = [2 * Self.mib]
-            for name in ["a", "b", "c"] { server.serve("/\(name).bin", size: 4 * Self.mib, faults: faults) }
+            for name in ["a", "b", "c"] { server.serve("/\(name).bin", size: 4 * Self.mib, faults: Self.held(at: 2 * Self.mib)) }
             server.serve("/done.bin", size: Self.mib)
             let state = directory + "/.state"
             let urls = ["done", "a", "b", "c"].map { server.url("/\($0).bin").absoluteString }
@@ -164,9 +167,7 @@ import Testing
     @Test("18.2: X in the UI purges paused downloads, keeps them paused at 0 B, and a resume fetches each whole")
     func purgeInTheUIKeepsTheRows() async throws {
         try await CLI.withServer { server, directory in
-            var faults = Faults()
-            faults.holdAt = [Self.mib]
-            for name in ["one", "two"] { server.serve("/\(name).bin", size: 3 * Self.mib, faults: faults) }
+            for name in ["one", "two"] { server.serve("/\(name).bin", size: 3 * Self.mib, faults: Self.held(at: Self.mib)) }
             let state = directory + "/state"
             let urls = ["one", "two"].map { server.url("/\($0).bin").absoluteString }
             let tmux = try TmuxSession(TmuxSession.haulCommand(["-d", directory] + urls, state: state, in: directory))
