@@ -188,7 +188,7 @@ _haul_ui() {
     repeating_flags=()
     non_repeating_flags=(--fsync --no-fsync --allow-downgrade --ascii --no-ascii --version -h --help)
     repeating_options=(-H --header)
-    non_repeating_options=(--state --config -i --input-file -d --dir -o --output --user-agent --connections --checksum -j --max-active --max-tries --connect-timeout --stall-timeout --limit-rate --ca-certificate --refresh)
+    non_repeating_options=(--state --config -i --input-file -d --dir -o --output --user-agent --connections --checksum -j --max-active --max-tries --connect-timeout --stall-timeout --limit-rate --ca-certificate --on-complete --on-fail --hook-timeout --refresh)
     __haul_offer_flags_options -1
 
     # Offer option value completions
@@ -236,6 +236,15 @@ _haul_ui() {
         return
         ;;
     '--ca-certificate')
+        return
+        ;;
+    '--on-complete')
+        return
+        ;;
+    '--on-fail')
+        return
+        ;;
+    '--hook-timeout')
         return
         ;;
     '--refresh')
@@ -248,7 +257,7 @@ _haul_get() {
     repeating_flags=()
     non_repeating_flags=(--fsync --no-fsync --allow-downgrade --json --version -h --help)
     repeating_options=(-H --header)
-    non_repeating_options=(--state --config -i --input-file -d --dir -o --output --user-agent --connections --checksum -j --max-active --max-tries --connect-timeout --stall-timeout --limit-rate --ca-certificate)
+    non_repeating_options=(--state --config -i --input-file -d --dir -o --output --user-agent --connections --checksum -j --max-active --max-tries --connect-timeout --stall-timeout --limit-rate --ca-certificate --on-complete --on-fail --hook-timeout)
     __haul_offer_flags_options -1
 
     # Offer option value completions
@@ -296,6 +305,15 @@ _haul_get() {
         return
         ;;
     '--ca-certificate')
+        return
+        ;;
+    '--on-complete')
+        return
+        ;;
+    '--on-fail')
+        return
+        ;;
+    '--hook-timeout')
         return
         ;;
     esac
@@ -434,7 +452,7 @@ _haul_start() {
     repeating_flags=()
     non_repeating_flags=(--fsync --no-fsync --allow-downgrade --foreground --version -h --help)
     repeating_options=(-H --header)
-    non_repeating_options=(--state --config -i --input-file -d --dir -o --output --user-agent --connections --checksum -j --max-active --max-tries --connect-timeout --stall-timeout --limit-rate --ca-certificate)
+    non_repeating_options=(--state --config -i --input-file -d --dir -o --output --user-agent --connections --checksum -j --max-active --max-tries --connect-timeout --stall-timeout --limit-rate --ca-certificate --on-complete --on-fail --hook-timeout)
     __haul_offer_flags_options -1
 
     # Offer option value completions
@@ -484,6 +502,15 @@ _haul_start() {
     '--ca-certificate')
         return
         ;;
+    '--on-complete')
+        return
+        ;;
+    '--on-fail')
+        return
+        ;;
+    '--hook-timeout')
+        return
+        ;;
     esac
 }
 
@@ -509,7 +536,7 @@ _haul_demo() {
     repeating_flags=()
     non_repeating_flags=(--fsync --no-fsync --allow-downgrade --ascii --no-ascii --version -h --help)
     repeating_options=()
-    non_repeating_options=(--state --config -d --dir -j --max-active --max-tries --connect-timeout --stall-timeout --limit-rate --ca-certificate --refresh)
+    non_repeating_options=(--state --config -d --dir -j --max-active --max-tries --connect-timeout --stall-timeout --limit-rate --ca-certificate --on-complete --on-fail --hook-timeout --refresh)
     __haul_offer_flags_options 0
 
     # Offer option value completions
@@ -539,6 +566,15 @@ _haul_demo() {
         return
         ;;
     '--ca-certificate')
+        return
+        ;;
+    '--on-complete')
+        return
+        ;;
+    '--on-fail')
+        return
+        ;;
+    '--hook-timeout')
         return
         ;;
     '--refresh')

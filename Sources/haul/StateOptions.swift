@@ -95,6 +95,15 @@ extension OpenStore {
         return value
     }
 
+    /// The engine's configuration for checked `settings` on this queue: the engine logs, and its
+    /// hooks write their output, to this queue's `haul.log`.
+    func sessionConfiguration(_ settings: Settings, fallbackMaxActive: Int = Settings.defaultMaxActive) -> DownloadSession.Configuration {
+        var configuration = SessionOptions.configuration(settings, maxActive: maxActive(settings, fallback: fallbackMaxActive))
+        configuration.logger = Logger(label: "haul.engine")
+        configuration.hooks.outputPath = directory.logPath
+        return configuration
+    }
+
     func saveMaxActive(_ count: Int) {
         do {
             try database.saveSetting(Self.maxActiveKey, String(count))
