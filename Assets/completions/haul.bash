@@ -188,7 +188,7 @@ _haul_ui() {
     repeating_flags=()
     non_repeating_flags=(--fsync --no-fsync --allow-downgrade --purge-when-low --ascii --no-ascii --version -h --help)
     repeating_options=(-H --header)
-    non_repeating_options=(--state --config -i --input-file -d --dir -o --output --user-agent --connections --checksum -j --max-active --max-tries --connect-timeout --stall-timeout --limit-rate --ca-certificate --min-free --refresh)
+    non_repeating_options=(--state --config -i --input-file -d --dir -o --output --user-agent --connections --checksum -j --max-active --max-tries --connect-timeout --stall-timeout --limit-rate --ca-certificate --min-free --on-complete --on-fail --hook-timeout --refresh)
     __haul_offer_flags_options -1
 
     # Offer option value completions
@@ -239,6 +239,15 @@ _haul_ui() {
         return
         ;;
     '--min-free')
+        return
+        ;;
+    '--on-complete')
+        return
+        ;;
+    '--on-fail')
+        return
+        ;;
+    '--hook-timeout')
         return
         ;;
     '--refresh')
@@ -251,7 +260,7 @@ _haul_get() {
     repeating_flags=()
     non_repeating_flags=(--fsync --no-fsync --allow-downgrade --purge-when-low --json --version -h --help)
     repeating_options=(-H --header)
-    non_repeating_options=(--state --config -i --input-file -d --dir -o --output --user-agent --connections --checksum -j --max-active --max-tries --connect-timeout --stall-timeout --limit-rate --ca-certificate --min-free)
+    non_repeating_options=(--state --config -i --input-file -d --dir -o --output --user-agent --connections --checksum -j --max-active --max-tries --connect-timeout --stall-timeout --limit-rate --ca-certificate --min-free --on-complete --on-fail --hook-timeout)
     __haul_offer_flags_options -1
 
     # Offer option value completions
@@ -302,6 +311,15 @@ _haul_get() {
         return
         ;;
     '--min-free')
+        return
+        ;;
+    '--on-complete')
+        return
+        ;;
+    '--on-fail')
+        return
+        ;;
+    '--hook-timeout')
         return
         ;;
     esac
@@ -440,7 +458,7 @@ _haul_start() {
     repeating_flags=()
     non_repeating_flags=(--fsync --no-fsync --allow-downgrade --purge-when-low --foreground --version -h --help)
     repeating_options=(-H --header)
-    non_repeating_options=(--state --config -i --input-file -d --dir -o --output --user-agent --connections --checksum -j --max-active --max-tries --connect-timeout --stall-timeout --limit-rate --ca-certificate --min-free)
+    non_repeating_options=(--state --config -i --input-file -d --dir -o --output --user-agent --connections --checksum -j --max-active --max-tries --connect-timeout --stall-timeout --limit-rate --ca-certificate --min-free --on-complete --on-fail --hook-timeout)
     __haul_offer_flags_options -1
 
     # Offer option value completions
@@ -493,6 +511,15 @@ _haul_start() {
     '--min-free')
         return
         ;;
+    '--on-complete')
+        return
+        ;;
+    '--on-fail')
+        return
+        ;;
+    '--hook-timeout')
+        return
+        ;;
     esac
 }
 
@@ -518,7 +545,7 @@ _haul_demo() {
     repeating_flags=()
     non_repeating_flags=(--fsync --no-fsync --allow-downgrade --purge-when-low --ascii --no-ascii --version -h --help)
     repeating_options=()
-    non_repeating_options=(--state --config -d --dir -j --max-active --max-tries --connect-timeout --stall-timeout --limit-rate --ca-certificate --min-free --refresh)
+    non_repeating_options=(--state --config -d --dir -j --max-active --max-tries --connect-timeout --stall-timeout --limit-rate --ca-certificate --min-free --on-complete --on-fail --hook-timeout --refresh)
     __haul_offer_flags_options 0
 
     # Offer option value completions
@@ -551,6 +578,15 @@ _haul_demo() {
         return
         ;;
     '--min-free')
+        return
+        ;;
+    '--on-complete')
+        return
+        ;;
+    '--on-fail')
+        return
+        ;;
+    '--hook-timeout')
         return
         ;;
     '--refresh')

@@ -84,6 +84,9 @@ public struct Download: Sendable, Hashable, Identifiable, Codable {
     public var writtenSegments: [Segment] = []
     /// Connections the running attempt has open; not stored.
     public var connections: Int = 0
+    /// The hook run for how the download ended (`--on-complete`, `--on-fail`); nil when none is
+    /// configured, or the download was retried or fetched again since.
+    public var hook: HookRun?
 
     public init(id: DownloadID, url: URL, destination: Destination, partPath: String) {
         self.id = id

@@ -20,9 +20,11 @@ public struct QueueListing: Sendable, Hashable, Encodable {
     public var headerNames: [String]
     /// Smoothed bytes a second, for a live queue (the socket); absent from a stored one (`haul list`).
     public var speed: Int64?
+    /// The hook of the download's ending (`--on-complete`, `--on-fail`); null when none ran.
+    public var hook: HookRun?
 
     private enum CodingKeys: String, CodingKey {
-        case id, state, bytes, total, resumes, restarts, path, url, error, checksum, speed
+        case id, state, bytes, total, resumes, restarts, path, url, error, checksum, speed, hook
         case resumedFrom = "resumed_from"
         case headerNames = "header_names"
     }
@@ -42,7 +44,8 @@ public struct QueueListing: Sendable, Hashable, Encodable {
             error: error(download),
             checksum: download.options.checksum?.description,
             headerNames: download.options.headers.map(\.name),
-            speed: live ? Int64(download.bytesPerSecond.rounded()) : nil
+            speed: live ? Int64(download.bytesPerSecond.rounded()) : nil,
+            hook: download.hook
         )
     }
 
@@ -74,6 +77,7 @@ public struct QueueListing: Sendable, Hashable, Encodable {
         try container.encode(checksum, forKey: .checksum)
         try container.encode(headerNames, forKey: .headerNames)
         try container.encodeIfPresent(speed, forKey: .speed)
+        try container.encode(hook, forKey: .hook)
     }
 
     /// The finished file, else the part file the bytes are in.

@@ -24,15 +24,19 @@ public struct SessionStateMachine: Sendable {
         /// False for a machine that only edits a stored queue (`haul add`, `haul pause` …): nothing
         /// it holds ever starts, so it never looks for what could.
         public var startsTransfers: Bool
+        /// The ends of a download that have a hook (`--on-complete`, `--on-fail`) in this run.
+        public var hooks: Set<HookEvent>
 
         public init(
-            maxActive: Int = 3, maxTries: Int = 20, maxProtocolTries: Int = 3, backoff: Backoff = .standard, startsTransfers: Bool = true
+            maxActive: Int = 3, maxTries: Int = 20, maxProtocolTries: Int = 3, backoff: Backoff = .standard, startsTransfers: Bool = true,
+            hooks: Set<HookEvent> = []
         ) {
             self.maxActive = maxActive
             self.maxTries = maxTries
             self.maxProtocolTries = maxProtocolTries
             self.backoff = backoff
             self.startsTransfers = startsTransfers
+            self.hooks = hooks
         }
     }
 
@@ -62,6 +66,10 @@ public struct SessionStateMachine: Sendable {
         case finalize(DownloadID)
         /// Call `retryTimerFired(id, token:)` at `date`.
         case scheduleRetry(DownloadID, token: UInt64, at: Date)
+        /// Run the download's `event` hook once the change that asked for it is committed (never
+        /// before: a crash in between must find the row with its hook pending), without holding
+        /// up anything else; then report `hookEnded(id, token:, status:)`.
+        case runHook(DownloadID, HookEvent, token: UInt64)
     }
 
     /// Why an intent was refused.
@@ -163,6 +171,9 @@ public struct SessionStateMachine: Sendable {
     private var lowFilesystems: [UInt64: Int] = [:]
     /// The download directory's file system at the last check, for the header.
     public private(set) var space: DiskReading?
+    /// The hook run each download expects to hear from; a report with another token is stale (the
+    /// download was retried, fetched again or cancelled while its hook ran).
+    private var hookTokens: [DownloadID: UInt64] = [:]
     private var nextID: Int64 = 1
     private var nextAttempt: UInt64 = 1
     private var nextToken: UInt64 = 1
@@ -357,6 +368,8 @@ public struct SessionStateMachine: Sendable {
             protocolErrors[id] = nil
             download.failedAttempts = 0
             download.pausedByShutdown = false
+            // A retry starts a new ending: the failure's hook (run or not) is history.
+            forgetHook(&download)
             download.state = .queued
             downloads[id] = download
             if hold {
@@ -390,6 +403,7 @@ public struct SessionStateMachine: Sendable {
         spaceWaits[id] = nil
         protocolErrors[id] = nil
         held.remove(id)
+        forgetHook(&download)
         download.state = .cancelled
         download.bytesOnDisk = 0
         download.bytesPerSecond = 0
@@ -410,6 +424,7 @@ public struct SessionStateMachine: Sendable {
         }
         downloads[id] = nil
         protocolErrors[id] = nil
+        hookTokens[id] = nil
         order.removeAll { $0 == id }
         byKey[download.url.coalescingKey]?.removeAll { $0 == id }
         latestAttempt[id] = nil
@@ -803,6 +818,7 @@ public struct SessionStateMachine: Sendable {
             download.lastError = "interrupted"
             download.state = .paused
         }
+        if case .failed = download.state, let hook = endHook(&download, .fail) { actions.append(hook) }
         downloads[id] = download
         return actions + startEligible()
     }
@@ -829,15 +845,18 @@ public struct SessionStateMachine: Sendable {
     /// The owner placed the finished file at `paths` (the first requester's first), which looked
     /// like `stamps` then; its slot is free.
     public mutating func finalized(_ id: DownloadID, paths: [String], stamps: [FileStamp] = []) -> [Action] {
+        var actions: [Action] = []
         if var download = downloads[id] {
             download.completedPaths = paths
             download.completedStamps = stamps.count == paths.count ? stamps : []
             download.replacing = []
             download.replacingStamps = []
+            // The file is in place: only now is there something for the hook to look at.
+            if download.state == .completed, let hook = endHook(&download, .complete) { actions.append(hook) }
             downloads[id] = download
         }
         placing.remove(id)
-        return startEligible()
+        return actions + startEligible()
     }
 
     /// Fetches a completed download again: its file changed on disk since it was placed (truncated,
@@ -860,6 +879,7 @@ public struct SessionStateMachine: Sendable {
         download.completedStamps = []
         // Nothing of the old version is kept: the request is a fresh one, without a validator.
         download.forgetVersion()
+        forgetHook(&download)
         download.state = .queued
         download.lastStatus = nil
         download.failedAttempts = 0
@@ -883,11 +903,68 @@ public struct SessionStateMachine: Sendable {
     /// The owner could not place the finished file; the bytes stay in the part file.
     public mutating func finalizeFailed(_ id: DownloadID, reason: String) -> [Action] {
         placing.remove(id)
-        if downloads[id]?.state == .completed {
-            downloads[id]?.state = .failed(reason: reason)
-            downloads[id]?.lastError = reason
+        var actions: [Action] = []
+        if var download = downloads[id], download.state == .completed {
+            download.state = .failed(reason: reason)
+            download.lastError = reason
+            if let hook = endHook(&download, .fail) { actions.append(hook) }
+            downloads[id] = download
         }
-        return startEligible()
+        return actions + startEligible()
+    }
+
+    // MARK: Hooks
+
+    /// The hook of `event` for a download that just ended so: marked pending (committed with the
+    /// ending, so a crash before it ran finds it) and returned as an action; nil without such a
+    /// hook in this run, when an earlier run's status is forgotten too.
+    private mutating func endHook(_ download: inout Download, _ event: HookEvent) -> Action? {
+        forgetHook(&download)
+        guard configuration.hooks.contains(event) else { return nil }
+        download.hook = HookRun(event: event, status: .pending)
+        return runHook(download.id, event)
+    }
+
+    private mutating func runHook(_ id: DownloadID, _ event: HookEvent) -> Action {
+        let token = nextToken
+        nextToken += 1
+        hookTokens[id] = token
+        return .runHook(id, event, token: token)
+    }
+
+    private mutating func forgetHook(_ download: inout Download) {
+        download.hook = nil
+        hookTokens[download.id] = nil
+    }
+
+    /// Runs again the hooks a stopped process left pending (after `restore`): its row was committed
+    /// with its ending, and the hook had not reported back. With `ids`, only those downloads'.
+    ///
+    /// A pending hook whose event has no hook in this run cannot run: it says so rather than stay
+    /// pending for ever.
+    public mutating func runPendingHooks(only ids: Set<DownloadID>? = nil) -> [Action] {
+        var actions: [Action] = []
+        for id in order where ids?.contains(id) ?? true {
+            guard var download = downloads[id], let hook = download.hook, hook.isPending, hookTokens[id] == nil else { continue }
+            let ended = hook.event == .complete ? download.state == .completed && !download.completedPaths.isEmpty : isFailed(download.state)
+            guard ended else { continue }
+            if configuration.hooks.contains(hook.event) {
+                actions.append(runHook(id, hook.event))
+            } else {
+                download.hook?.status = .couldNotStart(reason: "no \(hook.event.option) hook is set in this run")
+                downloads[id] = download
+            }
+        }
+        return actions
+    }
+
+    /// A hook run ended with `status`. Ignored when the download was retried, fetched again,
+    /// cancelled or removed since (another `token`, or none).
+    public mutating func hookEnded(_ id: DownloadID, token: UInt64, status: HookStatus) {
+        guard hookTokens[id] == token, var download = downloads[id], download.hook?.isPending == true else { return }
+        hookTokens[id] = nil
+        download.hook?.status = status
+        downloads[id] = download
     }
 
     /// Marks a restored download whose completed file still has to be placed (see `QueueRecovery`).

@@ -51,6 +51,8 @@ public actor DownloadSession {
         public var spaceDirectory: String?
         /// How often the file systems downloads write to are read.
         public var spaceCheckInterval: Duration = .seconds(2)
+        /// The programs run when a download completes or fails, and their time limit.
+        public var hooks = HookSettings()
         public var logger: Logger = Logger(label: "haul.engine", factory: { _ in SwiftLogNoOpLogHandler() })
 
         public init() {}
@@ -82,6 +84,11 @@ public actor DownloadSession {
     /// A space check is running; `spaceCheckAgain` asks it to look once more when done.
     private var spaceChecking = false
     private var spaceCheckAgain = false
+    /// The hooks running, by their run's token.
+    private var hookRuns: [UInt64: Task<Void, Never>] = [:]
+    /// Set once a shutdown stopped waiting for hooks: one that ends later changes nothing (its row
+    /// stays pending, and the next start runs it again).
+    private var hooksAbandoned = false
 
     // Journal state. A change is committed before the snapshot that shows it is published.
     private let journal: (any QueueJournal)?
@@ -131,7 +138,8 @@ public actor DownloadSession {
         self.journal = journal
         bootID = BootID.current()
         machine = SessionStateMachine(configuration: .init(
-            maxActive: max(1, configuration.maxActive), maxTries: max(1, configuration.maxTries), backoff: configuration.backoff
+            maxActive: max(1, configuration.maxActive), maxTries: max(1, configuration.maxTries), backoff: configuration.backoff,
+            hooks: configuration.hooks.events
         ))
         limiter = configuration.limitBytesPerSecond.map(RateLimiter.init(bytesPerSecond:))
         clients = HTTPClients(.init(
@@ -179,6 +187,8 @@ public actor DownloadSession {
                 break
             case .have(let id):
                 ids.append(id)
+                // Completed by a haul that stopped before its hook reported: run it now.
+                actions += machine.runPendingHooks(only: [id])
                 continue
             case .kept(let id, let note):
                 ids.append(id)
@@ -339,6 +349,7 @@ public actor DownloadSession {
         spaceWatch?.cancel()
         spaceWatch = nil
         await perform(machine.stopAll())
+        await waitForHooks(upTo: configuration.hooks.shutdownWait)
         for timer in retryTimers.values { timer.cancel() }
         retryTimers.removeAll()
         ticker?.cancel()
@@ -411,6 +422,9 @@ public actor DownloadSession {
             machine.needsPlacing(plan.download.id)
             actions += await finalize(plan.download.id)
         }
+        // Hooks a stopped haul left pending (committed, never reported): they run again. `haul
+        // get` runs only those of the downloads it asks for (see `scheduleReporting`).
+        if startPending { actions += machine.runPendingHooks() }
         await perform(actions + machine.startQueued())
         return notes
     }
@@ -430,6 +444,7 @@ public actor DownloadSession {
         watchSpace()
         var waits: [Task<Void, Never>] = []
         var finalizing: [DownloadID] = []
+        var hooks: [(DownloadID, HookEvent, UInt64)] = []
         for action in actions {
             switch action {
             case .startTransfer(let order):
@@ -455,6 +470,9 @@ public actor DownloadSession {
                     guard !Task.isCancelled else { return }
                     await self?.retryTimerFired(id, token: token)
                 }
+            case .runHook(let id, let event, let token):
+                // After the commit below: a crash before the hook ran finds the row pending.
+                hooks.append((id, event, token))
             }
         }
         if !finalizing.isEmpty {
@@ -466,10 +484,68 @@ public actor DownloadSession {
             await perform(freed, soon: soon)
         }
         let published = publish(soon: soon)
+        if !hooks.isEmpty {
+            // The row with its hook pending is committed first: the hook may run twice (a crash
+            // after it ran), never not at all.
+            await published.value
+            for (id, event, token) in hooks { startHook(id, event, token: token) }
+        }
         // Each stopped transfer publishes its final byte count itself when it ends: wait for that
         // publish too (the last in line), so that the caller's next snapshot shows the bytes kept.
         for task in waits { await task.value }
         if waits.isEmpty { await published.value } else { await journalTail?.value }
+    }
+
+    // MARK: Hooks
+
+    /// Starts the `event` hook of download `id` in a task of its own: nothing in the queue waits
+    /// for it. Its end is fed back as `hookEnded`.
+    private func startHook(_ id: DownloadID, _ event: HookEvent, token: UInt64) {
+        guard !hooksAbandoned, let program = configuration.hooks.programs[event], let download = machine.download(id) else { return }
+        let invocation = HookRunner.invocation(for: download, event: event, program: program)
+        let settings = configuration.hooks
+        configuration.logger.info("hook started", metadata: [
+            "id": "\(id)", "event": "\(event.option)", "program": "\(program)", "path": "\(invocation.path)",
+        ])
+        hookRuns[token] = Task { [weak self] in
+            let status = await HookRunner.run(invocation, settings: settings)
+            await self?.hookEnded(id, event: event, token: token, status: status)
+        }
+    }
+
+    private func hookEnded(_ id: DownloadID, event: HookEvent, token: UInt64, status: HookStatus) async {
+        hookRuns[token] = nil
+        let run = HookRun(event: event, status: status)
+        let metadata: Logger.Metadata = ["id": "\(id)", "event": "\(event.option)", "status": "\(run.summary)"]
+        if run.succeeded {
+            configuration.logger.notice("hook ran", metadata: metadata)
+        } else {
+            configuration.logger.warning("hook ran", metadata: metadata)
+        }
+        // A shutdown that stopped waiting has committed its last rows: this one stays pending.
+        guard !hooksAbandoned else { return }
+        machine.hookEnded(id, token: token, status: status)
+        await publish().value
+    }
+
+    /// Waits for the running hooks, at most `limit`; the ones still running then are left running
+    /// on their own, their rows pending.
+    private func waitForHooks(upTo limit: Duration) async {
+        let running = Array(hookRuns.values)
+        if !running.isEmpty {
+            await withTaskGroup(of: Void.self) { group in
+                group.addTask {
+                    for task in running { await task.value }
+                }
+                group.addTask { try? await Task.sleep(for: limit) }
+                await group.next()
+                group.cancelAll()
+            }
+        }
+        hooksAbandoned = true
+        if !hookRuns.isEmpty {
+            configuration.logger.notice("hooks left running", metadata: ["count": "\(hookRuns.count)", "note": "their rows stay pending and run again at the next start"])
+        }
     }
 
     private func start(_ order: SessionStateMachine.TransferOrder) {

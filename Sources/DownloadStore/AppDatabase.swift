@@ -176,6 +176,12 @@ public struct AppDatabase: QueueJournal, Sendable {
                 t.add(column: "overlapChecked", .boolean).notNull().defaults(to: false)
             }
         }
+        migrator.registerMigration("v10: hooks") { db in
+            try db.alter(table: "download") { t in
+                // How the hook of the download's ending went (`HookRun.encoded`); NULL for none.
+                t.add(column: "hook", .text)
+            }
+        }
         migrator.registerMigration("v11: last active") { db in
             try db.alter(table: "download") { t in
                 // When a transfer last worked on the download: purging for disk space goes least recently used first.

@@ -57,6 +57,8 @@ struct DownloadRecord: Codable, FetchableRecord, PersistableRecord, Sendable {
     var completedStamps: String?
     /// The completed files a fetch again replaces, a JSON array of paths.
     var replacing: String?
+    /// The hook run for how the download ended (`HookRun.encoded`: `complete exit 0 1.25`); NULL for none.
+    var hook: String?
     var createdAt: Date
     var updatedAt: Date
     var completedAt: Date?
@@ -134,6 +136,7 @@ extension DownloadRecord {
         checkpointSynced = row["checkpointSynced"]
         completedStamps = row["completedStamps"]
         replacing = row["replacing"]
+        hook = row["hook"]
         createdAt = row["createdAt"]
         updatedAt = row["updatedAt"]
         completedAt = row["completedAt"]
@@ -192,6 +195,7 @@ extension DownloadRecord {
         completedStamps = download.completedStamps.isEmpty ? nil : download.completedStamps.map(\.encoded).joined(separator: ",")
         replacing = download.replacing.isEmpty ? nil : (try? JSONEncoder().encode(Replacing(paths: download.replacing, stamps: download.replacingStamps.map(\.encoded))))
             .map { String(decoding: $0, as: UTF8.self) }
+        hook = download.hook?.encoded
         self.createdAt = createdAt ?? now
         updatedAt = now
         self.completedAt = download.state == .completed ? (completedAt ?? now) : nil
@@ -270,6 +274,8 @@ extension DownloadRecord {
                 download.replacing = paths
             }
         }
+        // An unreadable hook status is dropped: the row shows none rather than a guess.
+        download.hook = hook.flatMap(HookRun.init(encoded:))
         return download
     }
 

@@ -275,8 +275,14 @@ struct Painter {
         case .waiting(let until, let reason):
             let seconds = max(0, until.timeIntervalSince(state.now))
             return "retry in \(Format.duration(seconds)): \(reason)"
-        case .failed(let reason), .waitingForSpace(let reason):
+        case .waitingForSpace(let reason):
             return reason
+        case .failed(let reason):
+            // The failure first: the hook's words follow it when there is room.
+            return download.hook.map { "\(reason) · \($0.short)" } ?? reason
+        case .completed:
+            // Where a running row has its speed: how the download's hook went, in a few words.
+            return download.hook?.short
         default:
             return nil
         }
@@ -372,13 +378,29 @@ struct Painter {
                 rest = Self.dropping(piece, from: rest)
             }
         }
-        if let reason = reasonText(download) {
-            wrapped(download.state.word == "waiting" ? "Waiting" : "Failed", reason, Self.style(for: download.state))
+        if case .failed(let reason) = download.state {
+            wrapped("Failed", reason, Self.style(for: download.state))
+        } else if download.state != .completed, let reason = reasonText(download) {
+            wrapped("Waiting", reason, Self.style(for: download.state))
         } else {
             wrapped("Last error", download.lastError ?? "none")
         }
+        if let hook = download.hook {
+            wrapped("Hook", Self.hookDetails(hook), hook.succeeded || hook.isPending ? .plain : Style(color: .red))
+        }
         while lines.count < rows { lines.append(Line()) }
         return Array(lines.prefix(rows))
+    }
+
+    /// The details pane's words for a hook: which one, how it went, and where its output is.
+    static func hookDetails(_ hook: HookRun) -> String {
+        let which = "\(hook.event.option) \(hook.summary)"
+        switch hook.status {
+        case .pending: return which + " (runs again at the next start if haul stops before it ends)"
+        case .exited(0, _): return which
+        case .exited, .signalled, .timedOut: return which + ", see haul.log"
+        case .couldNotStart: return which
+        }
     }
 
     func resumeHistory(_ download: Download) -> String {

@@ -26,6 +26,10 @@ struct Settings: Sendable, Equatable {
     var minFree: SpaceFloor = .automatic
     /// Purge paused downloads' partial data when free space stays under the floor.
     var purgeWhenLow = false
+    /// The hooks' programs (absolute once checked by `SessionOptions.apply`) and their time limit in seconds.
+    var onComplete: String?
+    var onFail: String?
+    var hookTimeout = 600
 
     static let defaultMaxActive = 3
 }
@@ -34,13 +38,13 @@ struct Settings: Sendable, Equatable {
 ///
 /// Keys are the long option names: `dir`, `state`, `max-active`, `max-tries`, `connect-timeout`,
 /// `stall-timeout`, `limit-rate`, `connections`, `header` (repeatable), `user-agent`, `ca-certificate`, `fsync`,
-/// `allow-downgrade`, `refresh`, `ascii`, `min-free`, `purge-when-low`. Paths may start with `~/`; other relative paths are taken from the home
+/// `allow-downgrade`, `refresh`, `ascii`, `min-free`, `purge-when-low`, `on-complete`, `on-fail`, `hook-timeout`. Paths may start with `~/`; other relative paths are taken from the home
 /// directory. An unknown key or a bad value is an error naming the file and line.
 enum ConfigFile {
     static let keys = [
         "dir", "state", "max-active", "max-tries", "connect-timeout", "stall-timeout", "limit-rate",
         "connections", "header", "user-agent", "ca-certificate", "fsync", "allow-downgrade", "refresh", "ascii",
-        "min-free", "purge-when-low",
+        "min-free", "purge-when-low", "on-complete", "on-fail", "hook-timeout",
     ]
 
     /// The file to read: `--config`, else `$HAUL_CONFIG`, else the XDG location; `explicit` when
@@ -100,6 +104,10 @@ enum ConfigFile {
         case "ascii": settings.ascii = try boolean(value, key)
         case "min-free": settings.minFree = try OptionCheck.floor(value, key)
         case "purge-when-low": settings.purgeWhenLow = try boolean(value, key)
+        // A program is checked by the commands that run the queue (`haul list` never runs one).
+        case "on-complete": settings.onComplete = try program(value, home: home)
+        case "on-fail": settings.onFail = try program(value, home: home)
+        case "hook-timeout": settings.hookTimeout = try OptionCheck.duration(value, key)
         case "checksum", "output":
             throw UsageError(message: "'\(key)' belongs to one download: give it as --\(key) on the command line")
         default:
@@ -113,6 +121,16 @@ enum ConfigFile {
         case "false", "no", "off", "0": return false
         default: throw UsageError(message: "\(key) must be true or false, not '\(TerminalText.sanitize(value))'")
         }
+    }
+
+    /// A hook's program: a name without a slash is looked up in PATH later; a path is taken as
+    /// `path` takes it.
+    private static func program(_ value: String, home: String?) throws(UsageError) -> String {
+        guard value.contains("/") || value.hasPrefix("~") else {
+            guard !value.isEmpty else { throw UsageError(message: "empty program") }
+            return value
+        }
+        return try path(value, home: home)
     }
 
     private static func path(_ value: String, home: String?) throws(UsageError) -> String {
@@ -193,6 +211,60 @@ enum OptionCheck {
     static func refresh(_ value: Double) throws(UsageError) -> Double {
         guard value >= 1, value <= 10 else { throw UsageError(message: "--refresh must be between 1 and 10") }
         return value
+    }
+
+    /// Hook time limits, in seconds: a second to a day.
+    static let hookTimeout = 1...86_400
+
+    /// `30s`, `10m`, `1h` or plain seconds, in seconds.
+    static func duration(_ text: String, _ name: String) throws(UsageError) -> Int {
+        let trimmed = text.trimmingCharacters(in: .whitespaces).lowercased()
+        let units: [(suffix: String, seconds: Int)] = [("min", 60), ("s", 1), ("m", 60), ("h", 3600)]
+        var digits = trimmed
+        var unit = 1
+        if let match = units.first(where: { trimmed.hasSuffix($0.suffix) }) {
+            digits = String(trimmed.dropLast(match.suffix.count))
+            unit = match.seconds
+        }
+        guard !digits.isEmpty, digits.allSatisfy(\.isASCII), let value = Int(digits) else {
+            throw UsageError(message: "\(name) must be a duration like 30s, 10m, 1h or a number of seconds, not '\(TerminalText.sanitize(text))'")
+        }
+        let (seconds, overflow) = value.multipliedReportingOverflow(by: unit)
+        guard !overflow, hookTimeout.contains(seconds) else {
+            throw UsageError(message: "\(name) must be between 1 second and 24 hours")
+        }
+        return seconds
+    }
+
+    /// The absolute path of a hook's program: one given with a slash, taken from `working`; a
+    /// bare name, looked up in `path` as a shell would. It must be an executable file: a hook
+    /// that cannot run is said at the start, not after a download of hours.
+    static func program(_ text: String, _ name: String, in working: String, path: String?) throws(UsageError) -> String {
+        let shown = TerminalText.sanitize(text)
+        // No shell runs it: `notify-send done` is a program of that name, which nobody has.
+        let noShell = text.contains(where: \.isWhitespace) ? " (a hook is one program, run without a shell and without arguments: put the command in a script)" : ""
+        guard !text.isEmpty else { throw UsageError(message: "\(name) needs a program") }
+        if text.contains("/") {
+            let absolute = LocalPath.absolute(text, in: working)
+            if let problem = executableProblem(absolute) { throw UsageError(message: "\(name): \(shown) \(problem)\(noShell)") }
+            return absolute
+        }
+        for directory in (path ?? "/usr/local/bin:/usr/bin:/bin").split(separator: ":", omittingEmptySubsequences: false) {
+            // An empty entry is the working directory, as for a shell.
+            let candidate = LocalPath.absolute((directory.isEmpty ? "." : String(directory)) + "/" + text, in: working)
+            if executableProblem(candidate) == nil { return candidate }
+        }
+        throw UsageError(message: "\(name): no program '\(shown)' in PATH\(noShell)")
+    }
+
+    /// Why `path` cannot be run as a program; nil when it can.
+    private static func executableProblem(_ path: String) -> String? {
+        var info = stat()
+        guard stat(path, &info) == 0 else { return "does not exist" }
+        if (info.st_mode & S_IFMT) == S_IFDIR { return "is a directory" }
+        guard (info.st_mode & S_IFMT) == S_IFREG else { return "is not a regular file" }
+        guard access(path, X_OK) == 0 else { return "is not executable" }
+        return nil
     }
 
     static func checksum(_ text: String) throws(UsageError) -> Checksum {

@@ -15,6 +15,9 @@ struct Get: AsyncParsableCommand {
         to the same place is not fetched again, unless it changed on disk since (its size or \
         modification time; with --checksum, its digest): then it is fetched again into its place.
 
+        With --on-complete or --on-fail, it returns once the hooks of its downloads have ended (or \
+        were killed at --hook-timeout); a hook that fails is said, and changes no exit status.
+
         Exit status: 0 when every download completed, 1 when any failed or paused or the queue could \
         not be saved (said on stderr), 2 for bad input or \
         a queue in use by another haul; 130, 143 or 129 after SIGINT, SIGTERM or SIGHUP (everything \
@@ -35,13 +38,12 @@ struct Get: AsyncParsableCommand {
         let requests = try add.requests(settings, requireURL: true)
         let path = try state.resolvedPath(settings)
         if let (pid, client) = await LiveQueue.attach(path) {
+            try session.refuseHooks(runner: pid)
             try await Self.follow(client, runner: pid, requests: requests, json: json)
             return
         }
         let store = try OpenStore(path: path)
-        var configuration = SessionOptions.configuration(settings, maxActive: store.maxActive(settings), downloadDirectory: add.downloadDirectory(settings))
-        configuration.logger = Logger(label: "haul.engine")
-        let session = DownloadSession(configuration: configuration, journal: store.database)
+        let session = DownloadSession(configuration: store.sessionConfiguration(settings, downloadDirectory: add.downloadDirectory(settings)), journal: store.database)
         let interruption = Interruption(session: session)
         let printer = ProgressPrinter(json: json, isTerminal: isatty(STDOUT_FILENO) == 1)
         printer.baseline(store.queue)
@@ -81,14 +83,15 @@ struct Get: AsyncParsableCommand {
     }
 
     /// Every download this run asked for has completed, failed, been cancelled, or paused (a
-    /// read-only disk); or waits for disk space while the queue cannot be saved (its own disk is
-    /// full too): waiting on would keep nothing of what happens, so the run ends and the next one
-    /// resumes from the bytes on disk.
+    /// read-only disk), and its hook, if any, has ended (a person running `haul get URL
+    /// --on-complete x` expects x to have run when the command returns); or it waits for disk
+    /// space while the queue cannot be saved (its own disk is full too): waiting on would keep
+    /// nothing of what happens, so the run ends and the next one resumes from the bytes on disk.
     static func allSettled(_ snapshot: SessionSnapshot, ids: [DownloadID]) -> Bool {
         ids.allSatisfy { id in
-            guard let state = snapshot[id]?.state else { return true }
-            if case .waitingForSpace = state, snapshot.unsaved != nil { return true }
-            return state.isFinished || state == .paused
+            guard let download = snapshot[id] else { return true }
+            if case .waitingForSpace = download.state, snapshot.unsaved != nil { return true }
+            return (download.state.isFinished || download.state == .paused) && download.hook?.isPending != true
         }
     }
 

@@ -41,6 +41,21 @@ struct SessionOptions: ParsableArguments {
     @Flag(help: "When free space stays under --min-free, discard the partial data of paused downloads, least recently used first (their rows stay, paused at 0 B).")
     var purgeWhenLow = false
 
+    @Option(help: ArgumentHelp(
+        "Run PROGRAM when a download completes, with the file as its argument and HAUL_* variables (no shell; a path or a name in PATH).",
+        valueName: "program"
+    ))
+    var onComplete: String?
+
+    @Option(help: ArgumentHelp(
+        "Run PROGRAM when a download fails, with its part file as its argument and HAUL_* variables (no shell; a path or a name in PATH).",
+        valueName: "program"
+    ))
+    var onFail: String?
+
+    @Option(help: ArgumentHelp("Kill a hook still running after this long, with its children: 30s, 10m, 1h or seconds (default 10m).", valueName: "duration"))
+    var hookTimeout: String?
+
     /// `settings` with these flags and the environment's proxies on top, checked.
     func apply(to settings: Settings, environment: [String: String] = ProcessInfo.processInfo.environment) throws(UsageError) -> Settings {
         var settings = settings
@@ -57,6 +72,19 @@ struct SessionOptions: ParsableArguments {
         if allowDowngrade { settings.allowDowngrade = true }
         if let minFree { settings.minFree = try OptionCheck.floor(minFree, "--min-free") }
         if purgeWhenLow { settings.purgeWhenLow = true }
+        if let onComplete { settings.onComplete = onComplete }
+        if let onFail { settings.onFail = onFail }
+        if let hookTimeout { settings.hookTimeout = try OptionCheck.duration(hookTimeout, "--hook-timeout") }
+        // Each program is found and checked now: a hook that cannot run is bad input, said before
+        // anything is queued or downloaded.
+        let working = FileManager.default.currentDirectoryPath
+        if let program = settings.onComplete {
+            let name = onComplete == nil ? "the config's on-complete" : "--on-complete"
+            settings.onComplete = try OptionCheck.program(program, name, in: working, path: environment["PATH"])
+        }
+        if let program = settings.onFail {
+            settings.onFail = try OptionCheck.program(program, onFail == nil ? "the config's on-fail" : "--on-fail", in: working, path: environment["PATH"])
+        }
         do {
             if let path = settings.caCertificate { try TrustRoots.check(path) }
         } catch {
@@ -91,7 +119,17 @@ struct SessionOptions: ParsableArguments {
         configuration.allowDowngrade = settings.allowDowngrade
         configuration.proxies = settings.proxies
         if let userAgent = settings.userAgent { configuration.userAgent = userAgent }
+        configuration.hooks.programs[.complete] = settings.onComplete
+        configuration.hooks.programs[.fail] = settings.onFail
+        configuration.hooks.timeLimit = .seconds(settings.hookTimeout)
         return configuration
+    }
+
+    /// Hooks given as flags to a command that hands its downloads to a runner: the runner runs its
+    /// own hooks, so these would silently never run.
+    func refuseHooks(runner pid: Int32) throws(UsageError) {
+        guard onComplete != nil || onFail != nil || hookTimeout != nil else { return }
+        throw UsageError(message: "haul (pid \(pid)) runs this queue with its own hooks: give --on-complete, --on-fail and --hook-timeout to the haul that runs the queue")
     }
 }
 

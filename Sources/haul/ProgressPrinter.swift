@@ -9,6 +9,7 @@ final class ProgressPrinter {
     private var lastState: [DownloadID: String] = [:]
     private var lastResumeCount: [DownloadID: Int] = [:]
     private var lastRestartCount: [DownloadID: Int] = [:]
+    private var lastHook: [DownloadID: HookRun] = [:]
     private var lastProgressLine: [DownloadID: Date] = [:]
     private var lastStatusLine = Date.distantPast
     private var statusLineShown = false
@@ -26,6 +27,7 @@ final class ProgressPrinter {
         for download in queue.downloads {
             lastResumeCount[download.id] = download.resumeCount
             lastRestartCount[download.id] = download.restartCount
+            lastHook[download.id] = download.hook
         }
     }
 
@@ -63,6 +65,11 @@ final class ProgressPrinter {
                       now.timeIntervalSince(lastProgressLine[id] ?? .distantPast) >= 1 {
                 lastProgressLine[id] = now
                 emit(download, event: "progress", text: progress(download))
+            }
+            // After the state line: a hook runs once its download's ending is shown.
+            if lastHook[id] != download.hook {
+                lastHook[id] = download.hook
+                if let hook = download.hook, !hook.isPending { emit(download, event: "hook", text: TerminalText.sanitize(hook.text)) }
             }
         }
         if isTerminal, now.timeIntervalSince(lastStatusLine) >= 0.25 {
@@ -144,7 +151,7 @@ final class ProgressPrinter {
         var waitingFor: Any = NSNull()
         if case .waiting = download.state { waitingFor = "retry" }
         if case .waitingForSpace = download.state { waitingFor = "disk space" }
-        let object: [String: Any] = [
+        var object: [String: Any] = [
             "event": event,
             "id": download.id.rawValue,
             "url": download.url.redactingPassword,
@@ -159,7 +166,22 @@ final class ProgressPrinter {
             "error": reason.map { $0 as Any } ?? NSNull(),
             "waiting_for": waitingFor,
         ]
+        // Where the line describes a finished download: its hook, or null for none.
+        if download.state == .completed || Self.isFailed(download.state) {
+            object["hook"] = download.hook.flatMap(Self.jsonObject) ?? NSNull()
+        }
         return Self.json(object)
+    }
+
+    private static func isFailed(_ state: DownloadState) -> Bool {
+        if case .failed = state { return true }
+        return false
+    }
+
+    /// `hook` as the queue's other JSON shapes write it (`HookRun`'s own encoding).
+    private static func jsonObject(_ hook: HookRun) -> Any? {
+        guard let data = try? JSONEncoder().encode(hook) else { return nil }
+        return try? JSONSerialization.jsonObject(with: data)
     }
 
     private static func json(_ object: [String: Any]) -> String {

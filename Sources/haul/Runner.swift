@@ -86,9 +86,7 @@ struct Stop: AsyncParsableCommand {
 enum Runner {
     /// Runs the queue of `store` until SIGINT, SIGTERM or `haul stop`; a hang-up changes nothing.
     static func run(store: OpenStore, settings: Settings, requests: [AddOptions.Request], downloadDirectory: String, handover: Bool) async throws {
-        var configuration = SessionOptions.configuration(settings, maxActive: store.maxActive(settings), downloadDirectory: downloadDirectory)
-        configuration.logger = Logger(label: "haul.engine")
-        let session = DownloadSession(configuration: configuration, journal: store.database)
+        let session = DownloadSession(configuration: store.sessionConfiguration(settings, downloadDirectory: downloadDirectory), journal: store.database)
         let interruption = Interruption(session: session, onHangUp: {})
         let notes = await session.restore(store.queue, startPending: true)
         let queue = SessionQueue(session: session, onStop: { await session.shutdown() }, onMaxActive: { store.saveMaxActive($0) })
@@ -131,7 +129,7 @@ enum Runner {
         }
         // Nothing else of this process's: a pipe it inherited (a script reading `haul start`'s
         // output) must end when `haul start` does, not when the runner does.
-        _ = spawnCloseFrom(&actions, 3)
+        Spawn.closeFrom(&actions, 3)
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }
@@ -140,7 +138,7 @@ enum Runner {
         let executable = "/proc/self/exe"
         let argv = ["haul"] + Array(arguments)
         var pid: pid_t = 0
-        let status = withCStrings(argv) { argv in
+        let status = Spawn.withCStrings(argv) { argv in
             posix_spawn(&pid, executable, &actions, &attributes, argv, environ)
         }
         guard status == 0 else { throw UsageError(message: "cannot start a runner: \(String(cString: strerror(status)))") }
@@ -166,16 +164,4 @@ enum Runner {
     static func alive(_ pid: Int32) -> Bool {
         kill(pid, 0) == 0
     }
-
-    private static func withCStrings<T>(_ strings: [String], _ body: ([UnsafeMutablePointer<CChar>?]) -> T) -> T {
-        var pointers = strings.map { strdup($0) }
-        defer { for pointer in pointers { free(pointer) } }
-        pointers.append(nil)
-        return body(pointers)
-    }
 }
-
-/// glibc's `posix_spawn_file_actions_addclosefrom_np` (2.34+), which Swift's Glibc module does
-/// not declare.
-@_silgen_name("posix_spawn_file_actions_addclosefrom_np")
-private func spawnCloseFrom(_ actions: UnsafeMutablePointer<posix_spawn_file_actions_t>, _ from: Int32) -> Int32

@@ -95,6 +95,18 @@ extension OpenStore {
         return value
     }
 
+    /// The engine's configuration for checked `settings` on this queue: the engine logs, and its
+    /// hooks write their output, to this queue's `haul.log`.
+    /// `downloadDirectory`: where new downloads go, whose free space the header shows.
+    func sessionConfiguration(
+        _ settings: Settings, downloadDirectory: String, fallbackMaxActive: Int = Settings.defaultMaxActive
+    ) -> DownloadSession.Configuration {
+        var configuration = SessionOptions.configuration(settings, maxActive: maxActive(settings, fallback: fallbackMaxActive), downloadDirectory: downloadDirectory)
+        configuration.logger = Logger(label: "haul.engine")
+        configuration.hooks.outputPath = directory.logPath
+        return configuration
+    }
+
     func saveMaxActive(_ count: Int) {
         do {
             try database.saveSetting(Self.maxActiveKey, String(count))

@@ -39,6 +39,7 @@ struct UI: AsyncParsableCommand {
         }
         let path = try state.resolvedPath(settings)
         if let (pid, client) = await LiveQueue.attach(path) {
+            try session.refuseHooks(runner: pid)
             try await Self.attach(client, runner: pid, statePath: path, settings: settings, requests: requests, downloadDirectory: add.downloadDirectory(settings), defaults: defaults)
             return
         }
@@ -64,11 +65,9 @@ struct UI: AsyncParsableCommand {
         defaults: RequestOptions, banner: String? = nil, fallbackMaxActive: Int = Settings.defaultMaxActive,
         handover: [String]?
     ) async throws {
-        var configuration = SessionOptions.configuration(
-            settings, maxActive: store.maxActive(settings, fallback: fallbackMaxActive), downloadDirectory: downloadDirectory
+        let session = DownloadSession(
+            configuration: store.sessionConfiguration(settings, downloadDirectory: downloadDirectory, fallbackMaxActive: fallbackMaxActive), journal: store.database
         )
-        configuration.logger = Logger(label: "haul.engine")
-        let session = DownloadSession(configuration: configuration, journal: store.database)
         let hangUp = HangUp()
         let interruption = Interruption(session: session, beforeForcedExit: { Emergency.restoreTerminal() }, onHangUp: { hangUp.happened() })
         let notes = await session.restore(store.queue, startPending: true)

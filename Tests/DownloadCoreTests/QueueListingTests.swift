@@ -5,9 +5,10 @@ import Testing
 /// `haul list --json` and the control socket print one object per download, and the list's bytes
 /// stay what `JSONSerialization` wrote before the object moved into DownloadCore.
 @Suite struct QueueListingTests {
-    /// The list's former code, kept here as the reference.
+    /// The list's former code, kept here as the reference, with the hook added since (`HookRun`'s
+    /// own JSON, null for none).
     private func former(_ downloads: [Download]) throws -> Data {
-        let objects: [[String: Any]] = downloads.map { download in
+        let objects: [[String: Any]] = try downloads.map { download in
             [
                 "id": download.id.rawValue,
                 "state": download.state.word,
@@ -21,6 +22,7 @@ import Testing
                 "error": QueueListing.error(download).map { $0 as Any } ?? NSNull(),
                 "checksum": download.options.checksum.map { $0.description as Any } ?? NSNull(),
                 "header_names": download.options.headers.map(\.name),
+                "hook": try download.hook.map { try JSONSerialization.jsonObject(with: JSONEncoder().encode($0)) } ?? NSNull(),
             ]
         }
         return try JSONSerialization.data(withJSONObject: objects, options: [.sortedKeys])
@@ -39,6 +41,7 @@ import Testing
         rich.options = RequestOptions(headers: [HeaderField(name: "Authorization", value: "t0ken"), HeaderField(name: "X-A", value: "b")],
                                       checksum: Checksum(algorithm: .sha256, hex: String(repeating: "ab", count: 32)))
         rich.completedPaths = ["/d/done/file"]
+        rich.hook = HookRun(event: .fail, status: .exited(code: 3, seconds: 1.25))
         var paused = Download(id: DownloadID(7), url: try #require(URL(string: "http://h/p")), destination: .directory("/"), partPath: "/p.part")
         paused.state = .paused
         paused.pausedByShutdown = true

@@ -101,7 +101,9 @@ import Testing
         done.completedStamps = [FileStamp(size: 10, modified: 1_790_000_000_123_456_789), FileStamp(size: 10, modified: nil)]
         done.totalBytes = 10
         done.bytesOnDisk = 10
-        let failed = try download(9, .failed(reason: "HTTP 404 Not Found"))
+        done.hook = HookRun(event: .complete, status: .exited(code: 0, seconds: 1.0625))
+        var failed = try download(9, .failed(reason: "HTTP 404 Not Found"))
+        failed.hook = HookRun(event: .fail, status: .couldNotStart(reason: "cannot run /x y: No such file or directory"))
         // When it is committed and read back by a new connection
         try commit(database, saving: [full, done, failed])
         let queue = try AppDatabase.open(at: path).loadQueue()
@@ -170,7 +172,7 @@ import Testing
         #expect(try database.appliedMigrations() == [
             "v1: queue", "v2: requesters and boot checkpoints", "v3: request options and settings", "v4: segmented downloads",
             "v5: unsynced checkpoints", "v6: content type", "v7: written parts", "v8: completed file stamps",
-            "v9: resumes checked by overlap", "v11: last active",
+            "v9: resumes checked by overlap", "v10: hooks", "v11: last active",
         ])
         let queue = try database.loadQueue()
         let row = try #require(queue.downloads.first)
