@@ -95,6 +95,15 @@ public struct Download: Sendable, Hashable, Identifiable, Codable {
         self.partPath = partPath
     }
 
+    /// How every purge's words start (`purged: …`, `purged when disk space ran low: …`), in `lastError`.
+    public static let purgedWords = "purged"
+
+    /// Paused with its partial data purged (by `X`, or for disk space) and nothing fetched since: the
+    /// row says so, as a resume fetches it from zero.
+    public var isPurged: Bool {
+        state == .paused && bytesOnDisk == 0 && lastError?.hasPrefix(Self.purgedWords) == true
+    }
+
     /// The file written at completion for the first requester (nil until then).
     public var completedPath: String? { completedPaths.first }
 

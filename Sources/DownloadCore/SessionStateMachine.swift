@@ -472,7 +472,7 @@ public struct SessionStateMachine: Sendable {
         var actions: [Action] = []
         var purged: [(DownloadID, Int64)] = []
         for id in order {
-            guard let (action, freed) = purge(id, why: "purged") else { continue }
+            guard let (action, freed) = purge(id, why: Download.purgedWords) else { continue }
             actions.append(action)
             purged.append((id, freed))
         }
@@ -636,7 +636,7 @@ public struct SessionStateMachine: Sendable {
         var freed: Int64 = 0
         var purged: [(DownloadID, Int64)] = []
         for (download, _) in candidates where freed < lacking {
-            guard let (_, bytes) = purge(download.id, why: "purged when disk space ran low") else { continue }
+            guard let (_, bytes) = purge(download.id, why: Download.purgedWords + " when disk space ran low") else { continue }
             freed += bytes
             purged.append((download.id, bytes))
         }

@@ -118,8 +118,11 @@ struct Painter {
         var lowDisk: [Item] = []
         if let space = snapshot.space {
             if space.isLow {
-                // Downloads there wait: said first and in the warning colour, never cut for counts.
-                lowDisk.append(("  ", "disk low: \(Format.bytes(space.free)) free, floor \(Format.bytes(space.floor))", Self.warning))
+                // Downloads there wait: said first and in the warning colour, never cut for counts;
+                // shorter where the whole sentence does not fit.
+                let forms = ["disk low: \(Format.bytes(space.free)) free, floor \(Format.bytes(space.floor))", "disk low: \(Format.bytes(space.free)) free", "disk low"]
+                let room = line.remaining - 2
+                lowDisk.append(("  ", forms.first { ScreenText.width($0) <= room } ?? "disk low", Self.warning))
             } else {
                 facts.append(("  ", "\(Format.bytes(space.free)) free", .plain))
             }
@@ -277,6 +280,8 @@ struct Painter {
             return "retry in \(Format.duration(seconds)): \(reason)"
         case .waitingForSpace(let reason):
             return reason
+        case .paused where download.isPurged:
+            return download.lastError
         case .failed(let reason):
             // The failure first: the hook's words follow it when there is room.
             return download.hook.map { "\(reason) · \($0.short)" } ?? reason
@@ -380,6 +385,8 @@ struct Painter {
         }
         if case .failed(let reason) = download.state {
             wrapped("Failed", reason, Self.style(for: download.state))
+        } else if download.isPurged, let reason = download.lastError {
+            wrapped("Purged", reason, Self.style(for: download.state))
         } else if download.state != .completed, let reason = reasonText(download) {
             wrapped("Waiting", reason, Self.style(for: download.state))
         } else {

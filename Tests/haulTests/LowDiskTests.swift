@@ -190,7 +190,8 @@ import Testing
             #expect(CLI.length(directory + "/one.bin.part") == nil && CLI.length(directory + "/two.bin.part") == nil, "the data is gone")
             // The details pane says what happened to it.
             tmux.keys("Enter")
-            try await tmux.waitFor("the details say purged") { rows in rows.contains { $0.contains("purged: 1.0 MiB of partial data discarded") } }
+            #expect(tmux.row("one.bin")?.contains("purged: 1.0 MiB") == true, "the row says it was purged: \(tmux.text)")
+            try await tmux.waitFor("the details say purged") { rows in rows.contains { $0.hasPrefix("Purged") && $0.contains("purged: 1.0 MiB of partial data discarded") } }
             tmux.keys("Enter")
             tmux.keys("R")
             try await tmux.waitFor("both complete") { _ in
