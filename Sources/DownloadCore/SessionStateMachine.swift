@@ -365,6 +365,9 @@ public struct SessionStateMachine: Sendable {
         case .paused, .failed, .waiting, .waitingForSpace:
             retryTokens[id] = nil
             spaceWaits[id] = nil
+            // A person's resume means try now, even on a disk last seen low: the transfer looks at
+            // the disk before any request and says why it waits, with today's figures.
+            filesystems[id] = nil
             protocolErrors[id] = nil
             download.failedAttempts = 0
             download.pausedByShutdown = false

@@ -135,6 +135,19 @@ import Testing
         #expect(m.download(c)?.state == .downloading)
     }
 
+    @Test func aResumeWhileTheDiskIsLowTriesAtOnce() throws {
+        var m = machine(maxActive: 1)
+        let (id, _) = try started(&m, "a.bin")
+        _ = m.spaceChecked([id: reading(free: 0)], directory: nil, purgeWhenLow: false)
+        // Still low, but a person asked: it starts, and its transfer says why it waits, with today's figures.
+        let actions = try m.resume(id)
+        #expect(actions.contains { if case .startTransfer = $0 { true } else { false } })
+        // Queued downloads on the low disk, nobody having asked, stay out of the running.
+        let (other, _) = try m.schedule(url: url("b.bin"), destination: .file("/d/b.bin"))
+        _ = m.spaceChecked([id: reading(free: 0), other: reading(free: 0)], directory: nil, purgeWhenLow: false)
+        #expect(m.download(other)?.state == .queued)
+    }
+
     @Test func pauseResumeAndCancelWorkOnAWaitingDownload() throws {
         var m = machine()
         let (id, _) = try started(&m, "a.bin")
