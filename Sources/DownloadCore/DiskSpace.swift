@@ -39,21 +39,26 @@ public struct DiskReading: Sendable, Hashable, Codable {
     public var floor: Int64
     /// Which file system (its device number): readings of two directories on one are one disk.
     public var filesystem: UInt64
+    /// Of `free`, what running downloads there will still write (the known rest of each): not
+    /// room for another download, or two that each fit would fill the disk together.
+    public var promised: Int64
 
-    public init(free: Int64, capacity: Int64, floor: Int64, filesystem: UInt64) {
+    public init(free: Int64, capacity: Int64, floor: Int64, filesystem: UInt64, promised: Int64 = 0) {
         self.free = free
         self.capacity = capacity
         self.floor = floor
         self.filesystem = filesystem
+        self.promised = promised
     }
 
     /// Under the floor: nothing may run or start there.
     public var isLow: Bool { free < floor }
 
-    /// Whether `needs` more bytes fit and leave the floor free.
+    /// Whether `needs` more bytes fit beside what is promised and leave the floor free.
     public func fits(_ needs: Int64) -> Bool {
         let (total, overflow) = floor.addingReportingOverflow(max(0, needs))
-        return !overflow && free >= total
+        let (wanted, over) = total.addingReportingOverflow(max(0, promised))
+        return !overflow && !over && free >= wanted
     }
 }
 
@@ -69,6 +74,9 @@ public enum SpaceShortage: Sendable, Hashable {
     /// `waiting for disk space (3.1 MiB free, floor 245 KiB)`: the row's words, the same in the
     /// table, the details pane, `haul get` and the JSON.
     public func words(_ reading: DiskReading?) -> String {
+        if let reading, reading.floor >= reading.capacity, reading.capacity > 0 {
+            return "waiting for disk space (the floor \(Format.bytes(reading.floor)) is more than the file system holds, \(Format.bytes(reading.capacity)): lower --min-free)"
+        }
         var facts: [String] = []
         switch self {
         case .belowFloor:
@@ -84,6 +92,9 @@ public enum SpaceShortage: Sendable, Hashable {
         }
         if let reading {
             facts.append("\(Format.bytes(reading.free)) free, floor \(Format.bytes(reading.floor))")
+            if reading.promised > 0, case .cannotFit = self {
+                facts.append("\(Format.bytes(reading.promised)) of it promised to running downloads")
+            }
         }
         return facts.isEmpty ? "waiting for disk space" : "waiting for disk space (\(facts.joined(separator: ", ")))"
     }

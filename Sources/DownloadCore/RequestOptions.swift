@@ -136,7 +136,7 @@ public enum ByteCount {
         // 2M, 2MB and 2MiB all mean 2 × 1024 × 1024.
         if digits.hasSuffix("i") { digits.removeLast() }
         var multiplier: Double = 1
-        if let last = digits.last?.uppercased(), let power = ["K": 1, "M": 2, "G": 3][last] {
+        if let last = digits.last?.uppercased(), let power = ["K": 1, "M": 2, "G": 3, "T": 4][last] {
             multiplier = pow(1024, Double(power))
             digits.removeLast()
         }

@@ -484,7 +484,8 @@ public struct SessionStateMachine: Sendable {
 
     /// Empties `id` when it is paused: no validator, no parts, no resume is trusted again.
     private mutating func purge(_ id: DownloadID, why: String) -> (Action, freed: Int64)? {
-        guard var download = downloads[id], download.state == .paused else { return nil }
+        // Purged already and nothing fetched since: its note says what went.
+        guard var download = downloads[id], download.state == .paused, !download.isPurged else { return nil }
         let freed = download.bytesOnDisk
         download.forgetVersion()
         download.bytesPerSecond = 0
@@ -534,8 +535,12 @@ public struct SessionStateMachine: Sendable {
         _ readings: [DownloadID: DiskReading], directory: DiskReading?, purgeWhenLow: Bool
     ) -> SpaceCheck {
         var changed = false
-        if space != directory {
-            space = directory
+        // The header's reading: the download directory's, unless a file system downloads wait on
+        // is under its floor (then the one furthest under it).
+        let lowest = readings.values.filter(\.isLow).min { $0.free - $0.floor < $1.free - $1.floor }
+        let shown = lowest.flatMap { low in directory?.isLow == true ? nil : low } ?? directory
+        if space != shown {
+            space = shown
             changed = true
         }
         var low: [UInt64: DiskReading] = [:]
@@ -565,17 +570,23 @@ public struct SessionStateMachine: Sendable {
             }
             actions += purged.compactMap { id, _ in downloads[id].map { .deletePartFile(id, path: $0.partPath) } }
         }
+        // What running downloads will still write, by file system: a waiting download starts
+        // only when its rest fits beside theirs (and beside those started before it here).
+        var promised: [UInt64: Int64] = [:]
+        for (id, reading) in readings where running[id] != nil {
+            promised[reading.filesystem, default: 0] += downloads[id].map(Self.rest) ?? 0
+        }
         for id in order {
-            guard let wait = spaceWaits[id], let reading = readings[id], var download = downloads[id] else { continue }
+            guard let wait = spaceWaits[id], var reading = readings[id], var download = downloads[id] else { continue }
+            reading.promised = promised[reading.filesystem] ?? 0
             if fits(download, wait, reading) {
                 spaceWaits[id] = nil
                 download.state = .queued
+                promised[reading.filesystem, default: 0] += Self.rest(download)
             } else {
-                let shortage = Self.remainingShortage(download, wait.shortage)
-                let words = shortage.words(reading)
+                let words = Self.remainingShortage(download, wait, reading).words(reading)
                 guard download.state != .waitingForSpace(reason: words) else { continue }
                 download.state = .waitingForSpace(reason: words)
-                download.lastError = words
             }
             downloads[id] = download
             changed = true
@@ -592,29 +603,38 @@ public struct SessionStateMachine: Sendable {
         public var changed: Bool
     }
 
+    /// What `download` will still write, when its size is known (else nothing is counted).
+    private static func rest(_ download: Download) -> Int64 {
+        download.totalBytes.map { max(0, $0 - download.bytesOnDisk) } ?? 0
+    }
+
     /// Whether the waiting `download` may start again on a file system read as `reading`.
     private func fits(_ download: Download, _ wait: SpaceWait, _ reading: DiskReading) -> Bool {
         guard !reading.isLow else { return false }
-        if case .writeFailed = wait.shortage, let then = wait.freeThen, reading.free <= then { return false }
-        switch Self.remainingShortage(download, wait.shortage) {
+        switch Self.remainingShortage(download, wait, reading) {
         case .cannotFit(let needs): return reading.fits(needs)
-        case .belowFloor, .writeFailed: return true
+        case .belowFloor: return reading.fits(0)
+        // Room must have come back since the failed write.
+        case .writeFailed: return false
         }
     }
 
-    /// What a download of known size lacks now: the rest of its file, which must fit above the floor.
-    private static func remainingShortage(_ download: Download, _ shortage: SpaceShortage) -> SpaceShortage {
-        if case .cannotFit(let needs) = shortage { return .cannotFit(needs: needs) }
-        guard let total = download.totalBytes, total > download.bytesOnDisk else { return shortage }
-        if case .writeFailed = shortage { return shortage }
-        return .cannotFit(needs: total - download.bytesOnDisk)
+    /// What the waiting `download` lacks on a file system read as `reading`: room since its failed
+    /// write, else the rest of its file when its size is known (which must fit above the floor
+    /// beside what is promised), else free space above the floor.
+    private static func remainingShortage(_ download: Download, _ wait: SpaceWait, _ reading: DiskReading) -> SpaceShortage {
+        if case .writeFailed = wait.shortage, let then = wait.freeThen, reading.free <= then { return wait.shortage }
+        if case .cannotFit(let needs) = wait.shortage, download.totalBytes == nil { return .cannotFit(needs: needs) }
+        let rest = rest(download)
+        return rest > 0 ? .cannotFit(needs: rest) : .belowFloor
     }
 
     /// Puts `download` in `waitingForSpace` for `shortage`, read as `reading`.
     private mutating func wait(_ download: inout Download, _ shortage: SpaceShortage, _ reading: DiskReading?) {
         let words = shortage.words(reading)
+        // The state carries the words, not `lastError`: nothing says "waiting for disk space"
+        // once it no longer does.
         download.state = .waitingForSpace(reason: words)
-        download.lastError = words
         download.bytesPerSecond = 0
         download.connecting = false
         retryTokens[download.id] = nil
@@ -636,6 +656,9 @@ public struct SessionStateMachine: Sendable {
             case (let a?, let b?): a == b ? left.1 < right.1 : a < b
             }
         }
+        // Discarding everything there would still leave it under the floor (a floor the file
+        // system cannot give, or room taken by others): nothing is discarded for nothing.
+        guard candidates.reduce(Int64(0), { $0 + $1.0.bytesOnDisk }) >= lacking else { return [] }
         var freed: Int64 = 0
         var purged: [(DownloadID, Int64)] = []
         for (download, _) in candidates where freed < lacking {

@@ -36,7 +36,8 @@ public enum DiskWatch {
         return readings
     }
 
-    static func directory(of path: String) -> String {
+    /// The directory part of `path` (`.` for a bare name).
+    public static func directory(of path: String) -> String {
         guard let slash = path.lastIndex(of: "/") else { return "." }
         return slash == path.startIndex ? "/" : String(path[..<slash])
     }

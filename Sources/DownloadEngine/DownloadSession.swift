@@ -84,6 +84,18 @@ public actor DownloadSession {
     /// A space check is running; `spaceCheckAgain` asks it to look once more when done.
     private var spaceChecking = false
     private var spaceCheckAgain = false
+    /// What each running attempt said it will still write, and where: its rest when it checked,
+    /// and the download's bytes then.
+    private var spaceClaims: [DownloadID: SpaceClaim] = [:]
+    /// The least free space above its floor on a file system where a download ran, at the last check.
+    private var lastHeadroom: Int64?
+
+    private struct SpaceClaim {
+        var attempt: AttemptID
+        var filesystem: UInt64
+        var rest: Int64
+        var bytesThen: Int64
+    }
     /// The hooks running, by their run's token.
     private var hookRuns: [UInt64: Task<Void, Never>] = [:]
     /// Set once a shutdown stopped waiting for hooks: one that ends later changes nothing (its row
@@ -507,8 +519,13 @@ public actor DownloadSession {
         configuration.logger.info("hook started", metadata: [
             "id": "\(id)", "event": "\(event.option)", "program": "\(program)", "path": "\(invocation.path)",
         ])
+        let logger = configuration.logger
+        let output: @Sendable (String) -> Void = { line in
+            // Through haul's log: capped per run, rotated, control characters stripped.
+            logger.info("hook output", metadata: ["id": "\(id)", "event": "\(event.option)", "line": "\(line)"])
+        }
         hookRuns[token] = Task { [weak self] in
-            let status = await HookRunner.run(invocation, settings: settings)
+            let status = await HookRunner.run(invocation, settings: settings, output: output)
             await self?.hookEnded(id, event: event, token: token, status: status)
         }
     }
@@ -559,6 +576,7 @@ public actor DownloadSession {
             stallSeconds: configuration.stallTimeout.components.seconds,
             syncOnCompletion: configuration.syncOnCompletion,
             floor: configuration.minFree,
+            claimSpace: { [weak self] needs, reading in await self?.claimSpace(id, attempt: attempt, needs: needs, reading: reading) ?? 0 },
             basis: { [weak self] in await self?.resumeBasis(id) },
             responded: { [weak self] info in await self?.transferResponded(id, attempt: attempt, info: info) },
             split: { [weak self] parts in await self?.transferSplit(id, attempt: attempt, parts: parts) ?? false },
@@ -628,6 +646,7 @@ public actor DownloadSession {
         let outcome = result.outcome
         let bytesOnDisk = result.bytesOnDisk
         if transfers[id]?.attempt == attempt { transfers[id] = nil }
+        if spaceClaims[id]?.attempt == attempt { spaceClaims[id] = nil }
         if synced, let state = machine.download(id)?.state, state != .cancelled {
             if let parts = result.segments, outcome != .completed { machine.recordSegments(id, parts) }
             durable[id] = bytesOnDisk
@@ -648,16 +667,49 @@ public actor DownloadSession {
 
     // MARK: Disk space
 
+    /// Records what attempt `attempt` of `id` will still write on the file system of `reading`
+    /// (`needs`; nil when unknown), and returns what the other running attempts there will still
+    /// write: their claims, less what they wrote since, else the rest of their known size.
+    private func claimSpace(_ id: DownloadID, attempt: AttemptID, needs: Int64?, reading: DiskReading) -> Int64 {
+        let bytesNow = machine.download(id)?.bytesOnDisk ?? 0
+        if let needs { spaceClaims[id] = SpaceClaim(attempt: attempt, filesystem: reading.filesystem, rest: needs, bytesThen: bytesNow) }
+        var promised: Int64 = 0
+        for (other, transfer) in transfers where other != id {
+            guard let download = machine.download(other) else { continue }
+            if let claim = spaceClaims[other], claim.attempt == transfer.attempt {
+                guard claim.filesystem == reading.filesystem else { continue }
+                promised += max(0, claim.rest - max(0, download.bytesOnDisk - claim.bytesThen))
+            } else if let total = download.totalBytes,
+                      DiskWatch.reading(near: download.partPath, floor: .bytes(0))?.filesystem == reading.filesystem {
+                promised += max(0, total - download.bytesOnDisk)
+            }
+        }
+        return promised
+    }
+
     /// Starts reading the file systems every `spaceCheckInterval` (once; stopped by shutdown).
     private func watchSpace() {
         guard spaceWatch == nil, !isShutDown else { return }
-        let interval = configuration.spaceCheckInterval
         spaceWatch = Task { [weak self] in
             while !Task.isCancelled {
-                await self?.checkSpace()
-                try? await Task.sleep(for: interval)
+                guard let wait = await self?.checkSpaceAndTime() else { return }
+                try? await Task.sleep(for: wait)
             }
         }
+    }
+
+    /// `checkSpace`, then how long until the next look: `spaceCheckInterval`, or sooner when the
+    /// running downloads would cross a floor before then at their speed (half the time they need,
+    /// at least 100 ms), so a fast download stops near the floor, not far past it.
+    private func checkSpaceAndTime() async -> Duration {
+        await checkSpace()
+        let most = configuration.spaceCheckInterval
+        let running = Set(transfers.keys)
+        guard !running.isEmpty else { return most }
+        let speed = running.reduce(0.0) { $0 + (machine.download($1)?.bytesPerSecond ?? 0) }
+        guard speed > 0, let headroom = lastHeadroom else { return most }
+        let seconds = Double(max(0, headroom)) / speed / 2
+        return min(most, max(.milliseconds(100), .milliseconds(Int64(seconds * 1000))))
     }
 
     /// Reads the file systems of the running, queued and waiting downloads (and of the paused ones,
@@ -684,6 +736,8 @@ public actor DownloadSession {
                 (DiskWatch.readings(list, floor: floor), directory.flatMap { DiskWatch.reading(directory: $0, floor: floor) })
             }
             guard !isShutDown else { return }
+            // The least room above a floor where a download runs, for when to look again.
+            lastHeadroom = readings.filter { machine.runningAttempt($0.key) != nil }.values.map { $0.free - $0.floor }.min()
             let check = machine.spaceChecked(readings, directory: header, purgeWhenLow: purge)
             for (id, bytes) in check.purged {
                 let reading = readings[id].map { "\(Format.bytes($0.free)) free, floor \(Format.bytes($0.floor))" } ?? ""

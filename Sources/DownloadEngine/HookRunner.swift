@@ -16,8 +16,9 @@ public struct HookSettings: Sendable {
     public var timeLimit: Duration = .seconds(600)
     /// Between SIGTERM at the time limit and SIGKILL.
     public var killGrace: Duration = .seconds(3)
-    /// Where the hooks' stdout and stderr are appended (`haul.log`); nil for /dev/null.
-    public var outputPath: String?
+    /// Most bytes of one hook run's output (stdout and stderr) that reach the log; the rest is
+    /// read and counted, not kept: a hook that prints without end must not fill the queue's disk.
+    public var outputCap: Int = 64 * 1024
     /// How long a shutdown waits for running hooks before it leaves them running, their rows
     /// pending (they run again at the next start). Short: a quit or a signal must end within 2 s.
     public var shutdownWait: Duration = .seconds(1)
@@ -84,10 +85,13 @@ enum HookRunner {
 
     /// Runs `invocation` to its end (or its time limit) and says how it went. Never blocks a
     /// thread of the cooperative pool: a thread of its own waits for the process.
-    static func run(_ invocation: Invocation, settings: HookSettings) async -> HookStatus {
+    ///
+    /// `output` gets the program's output line by line (stdout and stderr together), at most
+    /// `settings.outputCap` bytes of it, then one line saying how much more there was.
+    static func run(_ invocation: Invocation, settings: HookSettings, output: @escaping @Sendable (String) -> Void) async -> HookStatus {
         let started = ContinuousClock.now
         let process: HookProcess
-        switch HookProcess.spawn(invocation, output: settings.outputPath) {
+        switch HookProcess.spawn(invocation, output: output, cap: settings.outputCap) {
         case .failure(let failure): return .couldNotStart(reason: failure.reason)
         case .success(let spawned): process = spawned
         }
@@ -166,29 +170,41 @@ final class HookProcess: Sendable {
     }
 
     /// Starts the hook: no shell, argv `[program, path]`, stdin from /dev/null, stdout and stderr
-    /// appended to `output`, no other descriptor of haul's, default signal actions (haul ignores
-    /// SIGPIPE, SIGINT, SIGTERM, SIGHUP, which a child would otherwise inherit), and a process
-    /// group of its own.
-    static func spawn(_ invocation: HookRunner.Invocation, output: String?) -> Result<HookProcess, Failure> {
+    /// into a pipe that a thread of its own reads into `output` (at most `cap` bytes kept), no
+    /// other descriptor of haul's, default signal actions but SIGPIPE's (haul ignores SIGINT,
+    /// SIGTERM, SIGHUP, which a child would otherwise inherit), and a session of its own.
+    ///
+    /// SIGPIPE stays ignored: a hook left running when haul stops gets EPIPE for its output from
+    /// then on rather than being killed by it half-way through its work.
+    static func spawn(_ invocation: HookRunner.Invocation, output: @escaping @Sendable (String) -> Void, cap: Int) -> Result<HookProcess, Failure> {
+        var pipeEnds: [Int32] = [-1, -1]
+        // Close-on-exec at once (`pipe2` is not in Swift's Glibc): no other program haul starts
+        // keeps the hook's output open. The hook itself gets the write end by `dup2`.
+        guard pipe(&pipeEnds) == 0, fcntl(pipeEnds[0], F_SETFD, FD_CLOEXEC) == 0, fcntl(pipeEnds[1], F_SETFD, FD_CLOEXEC) == 0 else {
+            return .failure(Failure(reason: "cannot make a pipe for its output: \(String(cString: strerror(errno)))"))
+        }
+        let (readEnd, writeEnd) = (pipeEnds[0], pipeEnds[1])
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
         posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, output ?? "/dev/null", O_WRONLY | O_APPEND | O_CREAT, 0o600)
-        posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO)
+        posix_spawn_file_actions_adddup2(&actions, writeEnd, STDOUT_FILENO)
+        posix_spawn_file_actions_adddup2(&actions, writeEnd, STDERR_FILENO)
         Spawn.closeFrom(&actions, 3)
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }
         var defaults = sigset_t()
         sigemptyset(&defaults)
-        for signal in [SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE, SIGXFSZ, SIGCHLD, SIGUSR1, SIGUSR2, SIGALRM] { sigaddset(&defaults, signal) }
+        for signal in [SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGXFSZ, SIGCHLD, SIGUSR1, SIGUSR2, SIGALRM] { sigaddset(&defaults, signal) }
         posix_spawnattr_setsigdefault(&attributes, &defaults)
         var mask = sigset_t()
         sigemptyset(&mask)
         posix_spawnattr_setsigmask(&attributes, &mask)
-        posix_spawnattr_setpgroup(&attributes, 0)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK))
+        // A session of its own (so a group of its own, its id the hook's pid): no controlling
+        // terminal, so nothing it does reaches the screen curses owns, and a program that asks
+        // for a password fails at once instead of stopping in the background until its time limit.
+        posix_spawnattr_setflags(&attributes, Int16(Spawn.setSessionFlag | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK))
         let argv = [invocation.program, invocation.path]
         let environment = invocation.environment.map { "\($0.key)=\($0.value)" }.sorted()
         var pid: pid_t = 0
@@ -197,9 +213,39 @@ final class HookProcess: Sendable {
                 posix_spawn(&pid, invocation.program, &actions, &attributes, argv, environment)
             }
         }
+        close(writeEnd)
         guard status == 0 else {
+            close(readEnd)
             return .failure(Failure(reason: "cannot run \(TerminalText.sanitize(invocation.program)): \(String(cString: strerror(status)))"))
         }
+        Thread.detachNewThread { Self.drain(readEnd, into: output, cap: cap) }
         return .success(HookProcess(pid: pid))
+    }
+
+    /// Reads `descriptor` to its end (every writer gone: the hook and what it started), handing
+    /// `output` one line at a time until `cap` bytes went, then only counting; closes it.
+    static func drain(_ descriptor: Int32, into output: @Sendable (String) -> Void, cap: Int) {
+        defer { close(descriptor) }
+        var pending: [UInt8] = []
+        var kept = 0
+        var dropped = 0
+        var buffer = [UInt8](repeating: 0, count: 16 * 1024)
+        while true {
+            let count = read(descriptor, &buffer, buffer.count)
+            if count < 0, errno == EINTR { continue }
+            guard count > 0 else { break }
+            let room = max(0, cap - kept)
+            let taken = min(room, count)
+            dropped += count - taken
+            guard taken > 0 else { continue }
+            kept += taken
+            pending += buffer[0..<taken]
+            while let newline = pending.firstIndex(of: 0x0A) {
+                output(String(decoding: pending[..<newline], as: UTF8.self))
+                pending.removeSubrange(...newline)
+            }
+        }
+        if !pending.isEmpty { output(String(decoding: pending, as: UTF8.self)) }
+        if dropped > 0 { output("… \(dropped) more bytes of output not logged (at most \(cap) a run)") }
     }
 }

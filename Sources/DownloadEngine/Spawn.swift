@@ -6,6 +6,10 @@ import Darwin
 
 /// What `posix_spawn` needs from Swift, for every program haul starts (a runner, a hook).
 public enum Spawn {
+    /// glibc's `POSIX_SPAWN_SETSID` (2.26+), which Swift's Glibc module does not declare: the child
+    /// starts a session of its own, without a controlling terminal.
+    public static let setSessionFlag: Int32 = 0x80
+
     /// `strings` as a NULL-terminated array of C strings, for `argv` and `envp`.
     public static func withCStrings<T>(_ strings: [String], _ body: ([UnsafeMutablePointer<CChar>?]) -> T) -> T {
         var pointers = strings.map { strdup($0) }

@@ -102,6 +102,11 @@ struct Transfer: Sendable {
     let syncOnCompletion: Bool
     /// The free space that must stay where the part file is (`--min-free`).
     let floor: SpaceFloor
+    /// Records that this attempt will write `needs` more bytes on the file system read as the
+    /// reading (nil: unknown), and says what the session's other running transfers will still
+    /// write there. One at a time on the session: two downloads checked at once never both take
+    /// the same room.
+    let claimSpace: @Sendable (Int64?, DiskReading) async -> Int64
     /// What describes the part file now, read when the attempt really starts (the previous attempt
     /// on the file may have changed it after this one was ordered); nil when the download or the
     /// session is gone.
@@ -139,7 +144,7 @@ struct Transfer: Sendable {
         // No request while the disk is under its floor, or when the known rest cannot fit: the
         // download waits for room with its bytes, instead of failing half-way.
         let have = basis.segments.isEmpty ? startLength : Segments.bytesOnDisk(basis.segments)
-        if let short = spaceShortage(needs: basis.knownTotal.map { $0 - have } ?? 0, sizeKnown: basis.knownTotal != nil) {
+        if let short = await spaceShortage(needs: basis.knownTotal.map { $0 - have } ?? 0, sizeKnown: basis.knownTotal != nil) {
             return Result(outcome: short, bytesOnDisk: startLength, segments: basis.segments.isEmpty ? nil : basis.segments)
         }
         var attempt = Attempt(path: order.partPath, validators: basis.validators, knownTotal: basis.knownTotal)
@@ -201,10 +206,11 @@ struct Transfer: Sendable {
     /// Waiting for disk space when the part file's file system is under its floor, or when
     /// `needs` more bytes (the rest of a file of known size) would not fit above it; nil when
     /// they fit, nothing more is needed, or the free space cannot be told.
-    func spaceShortage(needs: Int64, sizeKnown: Bool) -> Outcome? {
-        guard !sizeKnown || needs > 0, let reading = DiskWatch.reading(near: order.partPath, floor: floor) else { return nil }
+    func spaceShortage(needs: Int64, sizeKnown: Bool) async -> Outcome? {
+        guard !sizeKnown || needs > 0, var reading = DiskWatch.reading(near: order.partPath, floor: floor) else { return nil }
+        reading.promised = await claimSpace(sizeKnown ? needs : nil, reading)
         if sizeKnown, !reading.fits(needs) { return .noSpace(.cannotFit(needs: needs), reading: reading) }
-        return reading.isLow ? .noSpace(.belowFloor, reading: reading) : nil
+        return reading.fits(0) ? nil : .noSpace(.belowFloor, reading: reading)
     }
 
     /// How a failure of the part file ends the attempt: no room waits for it, a file that cannot
@@ -286,7 +292,7 @@ struct Transfer: Sendable {
             // download leaves no file), and the bytes of a resume stay for when there is room.
             // Bytes past `offset` are freed by the cut below, so they count as room.
             let found = attempt.file?.length ?? attempt.startLength
-            if let total, let short = spaceShortage(needs: total - max(offset, found), sizeKnown: true) {
+            if let total, let short = await spaceShortage(needs: total - max(offset, found), sizeKnown: true) {
                 stream.discard()
                 return short
             }
@@ -426,7 +432,7 @@ struct Transfer: Sendable {
         let startBytes = board.withBoard(\.bytesOnDisk)
         // As before a first byte: the parts' missing bytes must fit (the holes take no room yet),
         // or the download waits for room with its parts kept, rather than filling the disk half-way.
-        if let short = spaceShortage(needs: total - startBytes, sizeKnown: true) {
+        if let short = await spaceShortage(needs: total - startBytes, sizeKnown: true) {
             return short
         }
         let file = try attempt.open()

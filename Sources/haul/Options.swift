@@ -197,10 +197,20 @@ struct AddOptions: ParsableArguments {
         if let output, let url = parsed.first {
             let path = LocalPath.absolute(output, in: directory)
             if let problem = LocalDirectory.outputProblem(path, option: "-o/--output") { throw UsageError(message: problem) }
+            try Self.checkFloor(settings.minFree, near: path)
             return [Request(url: url, destination: .file(path), options: options)]
         }
         try LocalPath.checkWritableDirectory(directory)
+        try Self.checkFloor(settings.minFree, near: directory + "/")
         return parsed.map { Request(url: $0, destination: .directory(directory), options: options) }
+    }
+
+    /// A floor the file system where `path` goes can never give is bad input: nothing could ever
+    /// download there, and `--purge-when-low` would chase it in vain.
+    static func checkFloor(_ floor: SpaceFloor, near path: String) throws(UsageError) {
+        guard case .bytes(let bytes) = floor, let reading = DiskWatch.reading(near: path, floor: floor), bytes >= reading.capacity else { return }
+        let directory = TerminalText.sanitize(DiskWatch.directory(of: path))
+        throw UsageError(message: "min-free \(Format.bytes(bytes)) is more than the file system of \(directory) holds (\(Format.bytes(reading.capacity))): nothing could ever download there")
     }
 
     /// The download directory new URLs (the UI's `a` too) go to, absolute: paths are stored in the

@@ -134,7 +134,7 @@ enum Runner {
         posix_spawnattr_init(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }
         // POSIX_SPAWN_SETSID (glibc): the runner outlives this terminal's hang-up.
-        posix_spawnattr_setflags(&attributes, Int16(0x80))
+        posix_spawnattr_setflags(&attributes, Int16(Spawn.setSessionFlag))
         let executable = "/proc/self/exe"
         let argv = ["haul"] + Array(arguments)
         var pid: pid_t = 0

@@ -103,7 +103,6 @@ extension OpenStore {
     ) -> DownloadSession.Configuration {
         var configuration = SessionOptions.configuration(settings, maxActive: maxActive(settings, fallback: fallbackMaxActive), downloadDirectory: downloadDirectory)
         configuration.logger = Logger(label: "haul.engine")
-        configuration.hooks.outputPath = directory.logPath
         return configuration
     }
 

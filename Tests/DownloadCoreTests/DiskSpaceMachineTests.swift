@@ -122,6 +122,27 @@ import Testing
         #expect(m.download(id)?.failedAttempts == 0)
     }
 
+    @Test func twoWaitingDownloadsThatEachFitButNotTogetherStartOneAtATime() throws {
+        var m = machine()
+        var ids: [DownloadID] = []
+        for name in ["a.bin", "b.bin"] {
+            let (id, attempt) = try started(&m, name)
+            m.transferResponded(id, attempt: attempt, info: .init(
+                status: 200, total: 20 * Self.mib, validators: Validators(etag: "\"v\"", lastModified: nil), finalURL: nil, serverFileName: nil, disposition: .fresh
+            ))
+            _ = m.transferFinished(id, attempt: attempt, outcome: .noSpace(.writeFailed("disk full"), reading: reading(free: 0)), bytesOnDisk: 16 * Self.mib, now: now, jitter: 0)
+            ids.append(id)
+        }
+        // 6 MiB free: each needs 4 MiB and the 1 MiB floor; only one of them fits.
+        let check = m.spaceChecked([ids[0]: reading(free: 6), ids[1]: reading(free: 6)], directory: nil, purgeWhenLow: false)
+        #expect(check.actions.filter { if case .startTransfer = $0 { true } else { false } }.count == 1)
+        #expect(m.download(ids[0])?.state == .downloading)
+        #expect(m.download(ids[1])?.state.reason == "waiting for disk space (needs 4.0 MiB, 6.0 MiB free, floor 1.0 MiB, 4.0 MiB of it promised to running downloads)")
+        // The same while the first runs: its rest is promised.
+        _ = m.spaceChecked([ids[0]: reading(free: 6), ids[1]: reading(free: 6)], directory: nil, purgeWhenLow: false)
+        #expect(isWaitingForSpace(m, ids[1]))
+    }
+
     @Test func queuedDownloadsOnALowFileSystemDoNotStartUntilThereIsRoom() throws {
         var m = machine(maxActive: 1)
         let (a, attemptA) = try started(&m, "a.bin")
@@ -206,8 +227,12 @@ import Testing
         #expect(m.download(ids[1])?.lastError == "purged when disk space ran low: 4.0 MiB of partial data discarded; resuming fetches it from zero")
         #expect(m.download(ids[0])?.bytesOnDisk == 4 * Self.mib && m.download(ids[2])?.bytesOnDisk == 4 * Self.mib)
         #expect(isWaitingForSpace(m, running), "a running download's bytes are never purged")
-        // 9 MiB lacking: the next two in order of use.
-        readings = readings.mapValues { _ in reading(free: -8) }
+        // 10 MiB lacking where 8 MiB could be purged: nothing is discarded for nothing.
+        readings = readings.mapValues { _ in reading(free: -9) }
+        #expect(m.spaceChecked(readings, directory: nil, purgeWhenLow: true).purged.isEmpty)
+        #expect(m.download(ids[0])?.bytesOnDisk == 4 * Self.mib && m.download(ids[2])?.bytesOnDisk == 4 * Self.mib)
+        // 7 MiB lacking: the next two in order of use.
+        readings = readings.mapValues { _ in reading(free: -6) }
         let third = m.spaceChecked(readings, directory: nil, purgeWhenLow: true)
         #expect(third.purged.map(\.0) == [ids[2], ids[0]])
     }

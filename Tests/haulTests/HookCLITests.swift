@@ -155,6 +155,30 @@ import Testing
         }
     }
 
+    @Test("18.4: a hook's output reaches haul.log capped and stripped of escape sequences, with no terminal to write to")
+    func aHooksOutputIsCappedAndClean() async throws {
+        try await CLI.withServer { server, directory in
+            server.serve("/a.bin", size: 1000)
+            // 4 MiB of output, an escape sequence, and an attempt at the controlling terminal.
+            let hook = try script("loud.sh", in: directory, """
+                if (: > /dev/tty) 2>/dev/null; then echo "HAS A TTY"; else echo "no tty here"; fi
+                printf 'red \\033[31mtext\\033[0m\\n'
+                head -c 4194304 /dev/zero | tr '\\0' 'x' | fold -w 100
+                echo "the end"
+                """)
+            let run = try await haul(["get", server.url("/a.bin").absoluteString, "-d", directory, "--on-complete", hook], in: directory)
+            #expect(run.status == 0, "\(run.stderr)")
+            #expect(run.stdout.contains("[1] hook ran (exit 0, "), "\(run.stdout)")
+            let text = log(directory)
+            #expect(text.utf8.count < 256 * 1024, "capped: haul.log has \(text.utf8.count) bytes")
+            #expect(text.contains("no tty here") && !text.contains("HAS A TTY"), "a session of its own, no terminal")
+            #expect(text.contains("line=red ?[31mtext?[0m"), "the line is there, its escape defused")
+            #expect(!text.contains("\u{1B}"), "no escape sequence reaches the log")
+            #expect(text.contains("more bytes of output not logged"), "says what was left out")
+            #expect(!text.contains("the end"), "past the cap")
+        }
+    }
+
     @Test("18.4: an on-fail hook runs for a download that fails, with its part file and the reason")
     func anOnFailHookRunsForAFailedDownload() async throws {
         try await CLI.withServer { server, directory in

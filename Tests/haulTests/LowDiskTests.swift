@@ -107,6 +107,33 @@ import Testing
         }
     }
 
+    @Test("18.1: two files that each fit but not together: one waits for the other, they never fill the disk between them")
+    func twoFilesThatFitOnlyOneAtATimeTakeTurns() async throws {
+        try await CLI.withServer { server, directory in
+            guard let disk = try await Self.disk(directory, megabytes: 32) else { return }
+            defer { Self.unmount(disk) }
+            for name in ["f", "g"] { server.serve("/\(name).bin", size: 20 * Self.mib) }
+            let haul = try HaulProcess(
+                ["get", server.url("/f.bin").absoluteString, server.url("/g.bin").absoluteString, "-d", disk, "--min-free", "1M"],
+                in: directory, state: directory + "/.state"
+            )
+            // Both answer at once; one takes the room, the other waits, saying why.
+            try await CLI.waitUntil(timeout: 20, "one completes and the other waits") {
+                haul.stdoutSoFar.contains("of it promised to running downloads)") && haul.stdoutSoFar.contains("] completed")
+            }
+            let out = haul.stdoutSoFar
+            let done = out.contains("[1] completed") ? "f" : "g"
+            let other = done == "f" ? "g" : "f"
+            #expect(CLI.sha256(disk + "/\(done).bin") == server.sha256("/\(done).bin"))
+            #expect(CLI.length(disk + "/\(other).bin.part") == nil, "the other wrote nothing: \(out)")
+            // The finished file moves elsewhere: the other goes on by itself.
+            try FileManager.default.removeItem(atPath: disk + "/\(done).bin")
+            let run = try await haul.wait(timeout: 60)
+            #expect(run.status == 0, "\(run.stdout) \(run.stderr)")
+            #expect(CLI.sha256(disk + "/\(other).bin") == server.sha256("/\(other).bin"))
+        }
+    }
+
     @Test("18.3: --purge-when-low purges paused partial data least recently used first, keeps the rows, and never touches running or completed files")
     func purgeWhenLowTakesTheLeastRecentlyUsedFirst() async throws {
         try await CLI.withServer { server, directory in
