@@ -106,6 +106,15 @@ enum HookRunner {
         }
         let waitStatus = await process.exitStatus()
         watchdog.cancel()
+        // The last of its output, logged before its end is: a little while at most, as something
+        // it started may hold the pipe open for good.
+        let drained = process.drained
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await drained.value }
+            group.addTask { try? await Task.sleep(for: .seconds(2)) }
+            await group.next()
+            group.cancelAll()
+        }
         let elapsed = started.duration(to: .now)
         let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
         if process.timedOut {
@@ -129,10 +138,13 @@ final class HookProcess: Sendable {
     }
 
     let pid: pid_t
+    /// Ends once the output pipe reached its end (every writer gone) and was logged.
+    let drained: Task<Void, Never>
     private let state = Mutex<(exited: Bool, timedOut: Bool)>((false, false))
 
-    private init(pid: pid_t) {
+    private init(pid: pid_t, drained: Task<Void, Never>) {
         self.pid = pid
+        self.drained = drained
     }
 
     /// Whether the time limit killed it.
@@ -218,8 +230,15 @@ final class HookProcess: Sendable {
             close(readEnd)
             return .failure(Failure(reason: "cannot run \(TerminalText.sanitize(invocation.program)): \(String(cString: strerror(status)))"))
         }
-        Thread.detachNewThread { Self.drain(readEnd, into: output, cap: cap) }
-        return .success(HookProcess(pid: pid))
+        let drained = Task {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                Thread.detachNewThread {
+                    Self.drain(readEnd, into: output, cap: cap)
+                    continuation.resume()
+                }
+            }
+        }
+        return .success(HookProcess(pid: pid, drained: drained))
     }
 
     /// Reads `descriptor` to its end (every writer gone: the hook and what it started), handing

@@ -57,7 +57,7 @@ struct Start: AsyncParsableCommand {
 struct Stop: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Stop the queue's runner: pause everything, checkpoint, and wait for it to exit.",
-        discussion: "Exit status: 0 once the runner exited; 1 when no haul runs the queue."
+        discussion: "Exit status: 0 once the runner exited; 1 when no haul runs the queue, or it could not save its latest changes."
     )
 
     @OptionGroup var state: StateOptions
@@ -68,6 +68,9 @@ struct Stop: AsyncParsableCommand {
             writeError("haul: no haul runs the queue at \(path)\n")
             throw ExitCode(1)
         }
+        // What the runner could not save is lost when it exits: said, not reported as a success.
+        var unsaved: String?
+        if let (_, client) = await LiveQueue.attach(path), let snapshot = try? await client.snapshot() { unsaved = snapshot.unsaved }
         // SIGTERM has the meaning stop needs: pause all, checkpoint, exit.
         kill(pid, SIGTERM)
         let deadline = ContinuousClock.now + .seconds(10)
@@ -76,6 +79,10 @@ struct Stop: AsyncParsableCommand {
         }
         guard !Runner.alive(pid) else {
             writeError("haul: the runner (pid \(pid)) did not exit within 10 s\n")
+            throw ExitCode(1)
+        }
+        if let unsaved {
+            writeError("haul: stopped the queue at \(path) (pid \(pid)), but it could not save its latest changes (\(unsaved)): they are lost; the bytes on disk are kept and the next start resumes from them\n")
             throw ExitCode(1)
         }
         print("haul: stopped the queue at \(path) (pid \(pid)); its downloads are paused and resume at the next start")

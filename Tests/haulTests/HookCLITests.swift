@@ -4,7 +4,7 @@ import Testing
 
 /// `--on-complete`, `--on-fail` and `--hook-timeout` on the real binary (issue 18, item 4): the
 /// hooks are small shell scripts written here, run by haul without a shell.
-@Suite struct HookCLITests {
+@Suite(.serialized) struct HookCLITests {
     /// Writes an executable `#!/bin/sh` script at `directory/name`; its path.
     func script(_ name: String, in directory: String, _ body: String) throws -> String {
         let path = directory + "/" + name
@@ -159,11 +159,11 @@ import Testing
     func aHooksOutputIsCappedAndClean() async throws {
         try await CLI.withServer { server, directory in
             server.serve("/a.bin", size: 1000)
-            // 4 MiB of output, an escape sequence, and an attempt at the controlling terminal.
+            // 1 MiB of output, an escape sequence, and an attempt at the controlling terminal.
             let hook = try script("loud.sh", in: directory, """
                 if (: > /dev/tty) 2>/dev/null; then echo "HAS A TTY"; else echo "no tty here"; fi
                 printf 'red \\033[31mtext\\033[0m\\n'
-                head -c 4194304 /dev/zero | tr '\\0' 'x' | fold -w 100
+                head -c 1048576 /dev/zero | tr '\\0' 'x' | fold -w 100
                 echo "the end"
                 """)
             let run = try await haul(["get", server.url("/a.bin").absoluteString, "-d", directory, "--on-complete", hook], in: directory)
