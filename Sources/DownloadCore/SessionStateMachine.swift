@@ -548,8 +548,7 @@ public struct SessionStateMachine: Sendable {
             if filesystems[id] != reading.filesystem { filesystems[id] = reading.filesystem }
             if reading.isLow { low[reading.filesystem] = reading }
         }
-        let seen = Set(readings.values.map(\.filesystem))
-        lowFilesystems = Dictionary(uniqueKeysWithValues: seen.filter { low[$0] != nil }.map { ($0, (lowFilesystems[$0] ?? 0) + 1) })
+        lowFilesystems = Dictionary(uniqueKeysWithValues: low.keys.map { ($0, (lowFilesystems[$0] ?? 0) + 1) })
         var actions: [Action] = []
         // Running downloads under the floor stop first, lowest in the queue first (no freed slot
         // starts a download about to stop).
@@ -566,9 +565,8 @@ public struct SessionStateMachine: Sendable {
         if purgeWhenLow {
             for (filesystem, count) in lowFilesystems where count >= 2 {
                 guard let reading = low[filesystem] else { continue }
-                purged += purgeLeastRecentlyUsed(on: filesystem, lacking: reading.floor - reading.free, readings)
+                purged += purgeLeastRecentlyUsed(on: filesystem, lacking: reading.floor - reading.free, readings, actions: &actions)
             }
-            actions += purged.compactMap { id, _ in downloads[id].map { .deletePartFile(id, path: $0.partPath) } }
         }
         // What running downloads will still write, by file system: a waiting download starts
         // only when its rest fits beside theirs (and beside those started before it here).
@@ -642,8 +640,10 @@ public struct SessionStateMachine: Sendable {
     }
 
     /// Purges paused downloads on `filesystem`, least recently used first, until `lacking` bytes
-    /// came back (or none is left).
-    private mutating func purgeLeastRecentlyUsed(on filesystem: UInt64, lacking: Int64, _ readings: [DownloadID: DiskReading]) -> [(DownloadID, Int64)] {
+    /// came back (or none is left); their deletes go to `actions`.
+    private mutating func purgeLeastRecentlyUsed(
+        on filesystem: UInt64, lacking: Int64, _ readings: [DownloadID: DiskReading], actions: inout [Action]
+    ) -> [(DownloadID, Int64)] {
         let candidates = order.enumerated().compactMap { position, id -> (Download, Int)? in
             guard readings[id]?.filesystem == filesystem, let download = downloads[id], download.state == .paused, download.bytesOnDisk > 0 else { return nil }
             return (download, position)
@@ -662,7 +662,8 @@ public struct SessionStateMachine: Sendable {
         var freed: Int64 = 0
         var purged: [(DownloadID, Int64)] = []
         for (download, _) in candidates where freed < lacking {
-            guard let (_, bytes) = purge(download.id, why: Download.purgedWords + " when disk space ran low") else { continue }
+            guard let (delete, bytes) = purge(download.id, why: Download.purgedWords + " when disk space ran low") else { continue }
+            actions.append(delete)
             freed += bytes
             purged.append((download.id, bytes))
         }
