@@ -73,8 +73,10 @@ public final class ControlClient: QueueControl {
         try await send(.POST, "/v1/downloads/\(id)/pause")
     }
 
-    public func resume(_ id: DownloadID) async throws(QueueControlError) {
+    @discardableResult
+    public func resume(_ id: DownloadID) async throws(QueueControlError) -> DownloadID? {
         try await send(.POST, "/v1/downloads/\(id)/resume")
+        return nil
     }
 
     public func cancel(_ id: DownloadID) async throws(QueueControlError) {
@@ -103,6 +105,23 @@ public final class ControlClient: QueueControl {
 
     public func setMaxActive(_ count: Int) async throws(QueueControlError) {
         try await send(.PUT, "/v1/max-active", body: Wire.MaxActive(maxActive: count))
+    }
+
+    // TODO(issue 19, engine): routes on the server.
+    public func setLimit(_ bytesPerSecond: Int64?) async throws(QueueControlError) {
+        throw QueueControlError(.refused, "not built yet")
+    }
+
+    public func setLimit(_ bytesPerSecond: Int64?, for id: DownloadID) async throws(QueueControlError) {
+        throw QueueControlError(.refused, "not built yet")
+    }
+
+    public func clearCompleted() async throws(QueueControlError) -> Int {
+        throw QueueControlError(.refused, "not built yet")
+    }
+
+    public func history(_ id: DownloadID?) async throws(QueueControlError) -> [HistoryEntry] {
+        throw QueueControlError(.refused, "not built yet")
     }
 
     public func stop() async throws(QueueControlError) {

@@ -87,6 +87,8 @@ public struct Download: Sendable, Hashable, Identifiable, Codable {
     /// The hook run for how the download ended (`--on-complete`, `--on-fail`); nil when none is
     /// configured, or the download was retried or fetched again since.
     public var hook: HookRun?
+    /// This download's own speed limit in bytes per second (beside the queue's); nil when none.
+    public var limit: Int64?
 
     public init(id: DownloadID, url: URL, destination: Destination, partPath: String) {
         self.id = id

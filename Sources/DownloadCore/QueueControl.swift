@@ -14,7 +14,11 @@ public protocol QueueControl: Sendable {
     /// Queues downloads (a URL already queued for the same destination joins its download).
     func schedule(_ requests: [QueueRequest]) async throws(QueueControlError) -> QueueScheduled
     func pause(_ id: DownloadID) async throws(QueueControlError)
-    func resume(_ id: DownloadID) async throws(QueueControlError)
+    /// Resumes (or retries now) a download at once: when no slot is free, the lowest running
+    /// download that the queue started by itself goes back to queued with its bytes. Returns that
+    /// download, if one made room.
+    @discardableResult
+    func resume(_ id: DownloadID) async throws(QueueControlError) -> DownloadID?
     /// Stops the download and deletes its part file.
     func cancel(_ id: DownloadID) async throws(QueueControlError)
     /// Forgets a completed, failed or cancelled download; files stay.
@@ -25,6 +29,15 @@ public protocol QueueControl: Sendable {
     /// Discards the data of paused downloads.
     func purgePaused() async throws(QueueControlError)
     func setMaxActive(_ count: Int) async throws(QueueControlError)
+    /// The limit on all transfers together, in bytes per second (nil: none); stored with the queue.
+    func setLimit(_ bytesPerSecond: Int64?) async throws(QueueControlError)
+    /// One download's own limit, in bytes per second (nil: none); stored with it.
+    func setLimit(_ bytesPerSecond: Int64?, for id: DownloadID) async throws(QueueControlError)
+    /// Forgets every completed download (their files stay); how many rows went.
+    func clearCompleted() async throws(QueueControlError) -> Int
+    /// One download's history, oldest first (at most `HistoryEntry.keptPerDownload`); with nil,
+    /// the whole queue's latest entries, oldest first (at most `HistoryEntry.recentLimit`).
+    func history(_ id: DownloadID?) async throws(QueueControlError) -> [HistoryEntry]
     /// Pauses everything, checkpoints, and ends the queue's runner.
     func stop() async throws(QueueControlError)
 }
@@ -91,12 +104,14 @@ extension SessionSnapshot: Codable {
         case downloads
         case maxActive = "max_active"
         case unsaved
+        case limit
     }
 
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         self.init(downloads: try container.decode([Download].self, forKey: .downloads), maxActive: try container.decode(Int.self, forKey: .maxActive))
         unsaved = try container.decodeIfPresent(String.self, forKey: .unsaved)
+        limit = try container.decodeIfPresent(Int64.self, forKey: .limit)
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -104,5 +119,6 @@ extension SessionSnapshot: Codable {
         try container.encode(downloads, forKey: .downloads)
         try container.encode(maxActive, forKey: .maxActive)
         try container.encodeIfPresent(unsaved, forKey: .unsaved)
+        try container.encodeIfPresent(limit, forKey: .limit)
     }
 }

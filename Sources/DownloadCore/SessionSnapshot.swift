@@ -14,6 +14,8 @@ public struct SessionSnapshot: Sendable, Hashable {
     /// The download directory's file system: free space and the floor under which downloads wait
     /// (nil until the session first looked, or when it cannot be read).
     public var space: DiskReading?
+    /// The limit on all transfers together, in bytes per second; nil when there is none.
+    public var limit: Int64?
     /// Where each download is in `downloads` (a lookup per id must not scan a long queue).
     private var positions: [DownloadID: Int]
 

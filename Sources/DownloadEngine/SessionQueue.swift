@@ -51,8 +51,10 @@ public final class SessionQueue: QueueControl {
         try await run { () async throws(DownloadSession.TransitionError) in try await self.session.pause(id) }
     }
 
-    public func resume(_ id: DownloadID) async throws(QueueControlError) {
+    @discardableResult
+    public func resume(_ id: DownloadID) async throws(QueueControlError) -> DownloadID? {
         try await run { () async throws(DownloadSession.TransitionError) in try await self.session.resume(id) }
+        return nil
     }
 
     public func cancel(_ id: DownloadID) async throws(QueueControlError) {
@@ -82,6 +84,23 @@ public final class SessionQueue: QueueControl {
     public func setMaxActive(_ count: Int) async throws(QueueControlError) {
         try await run { () async throws(DownloadSession.TransitionError) in try await self.session.setMaxActive(count) }
         onMaxActive(count)
+    }
+
+    // TODO(issue 19, engine): carried out by the session, stored.
+    public func setLimit(_ bytesPerSecond: Int64?) async throws(QueueControlError) {
+        throw QueueControlError(.refused, "not built yet")
+    }
+
+    public func setLimit(_ bytesPerSecond: Int64?, for id: DownloadID) async throws(QueueControlError) {
+        throw QueueControlError(.refused, "not built yet")
+    }
+
+    public func clearCompleted() async throws(QueueControlError) -> Int {
+        throw QueueControlError(.refused, "not built yet")
+    }
+
+    public func history(_ id: DownloadID?) async throws(QueueControlError) -> [HistoryEntry] {
+        throw QueueControlError(.refused, "not built yet")
     }
 
     public func stop() async throws(QueueControlError) {

@@ -61,7 +61,10 @@ import Testing
             record("pause \(id)")
             if holdPauses { await withCheckedContinuation { continuation in pauseGate.withLock { $0 = continuation } } }
         }
-        func resume(_ id: DownloadID) async throws(QueueControlError) { record("resume \(id)") }
+        func resume(_ id: DownloadID) async throws(QueueControlError) -> DownloadID? {
+            record("resume \(id)")
+            return nil
+        }
         func cancel(_ id: DownloadID) async throws(QueueControlError) { record("cancel \(id)") }
         func remove(_ id: DownloadID) async throws(QueueControlError) {
             record("remove \(id)")
@@ -73,6 +76,16 @@ import Testing
         func purgePaused() async throws(QueueControlError) { record("purge") }
         func setMaxActive(_ count: Int) async throws(QueueControlError) { record("maxActive \(count)") }
         func stop() async throws(QueueControlError) { record("stop") }
+        func setLimit(_ bytesPerSecond: Int64?) async throws(QueueControlError) { record("limit \(bytesPerSecond ?? 0)") }
+        func setLimit(_ bytesPerSecond: Int64?, for id: DownloadID) async throws(QueueControlError) { record("limit \(id) \(bytesPerSecond ?? 0)") }
+        func clearCompleted() async throws(QueueControlError) -> Int {
+            record("clearCompleted")
+            return 0
+        }
+        func history(_ id: DownloadID?) async throws(QueueControlError) -> [HistoryEntry] {
+            record("history \(id.map { "\($0)" } ?? "all")")
+            return []
+        }
     }
 
     static func snapshot() -> SessionSnapshot {
