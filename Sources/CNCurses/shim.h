@@ -10,7 +10,46 @@
 #include <stdio.h>
 #include <string.h>
 #include <wchar.h>
+#include <stdlib.h>
 #include <ncurses.h>
+#include <term.h>
+
+enum { HAUL_TERMINAL_OK = 0, HAUL_TERMINAL_UNSET = 1, HAUL_TERMINAL_UNKNOWN = 2, HAUL_TERMINAL_NO_CURSOR = 3 };
+
+/// Whether TERM names a terminal curses can draw on, before anything starts: set, known to
+/// terminfo, and able to move its cursor (`cup`; `dumb` cannot).
+static inline int haul_check_terminal(void) {
+    const char *name = getenv("TERM");
+    if (name == NULL || name[0] == '\0') return HAUL_TERMINAL_UNSET;
+    int error = 0;
+    if (setupterm(name, fileno(stdout), &error) != OK) return HAUL_TERMINAL_UNKNOWN;
+    const char *cup = tigetstr("cup");
+    int canMove = !(cup == NULL || cup == (char *)-1);
+    TERMINAL *checked = cur_term;
+    set_curterm(NULL);
+    del_curterm(checked);
+    return canMove ? HAUL_TERMINAL_OK : HAUL_TERMINAL_NO_CURSOR;
+}
+
+/// Reports button 1 presses and the wheel, at once (no click detection delay).
+static inline void haul_mouse_on(void) {
+    mouseinterval(0);
+    mousemask(BUTTON1_PRESSED | BUTTON4_PRESSED | BUTTON5_PRESSED, NULL);
+}
+
+enum { HAUL_MOUSE_NONE = 0, HAUL_MOUSE_CLICK = 1, HAUL_MOUSE_WHEEL_UP = 2, HAUL_MOUSE_WHEEL_DOWN = 3 };
+
+/// After KEY_MOUSE: what the mouse did, and where (a click).
+static inline int haul_mouse_event(int *x, int *y) {
+    MEVENT event;
+    if (getmouse(&event) != OK) return HAUL_MOUSE_NONE;
+    *x = event.x;
+    *y = event.y;
+    if (event.bstate & BUTTON4_PRESSED) return HAUL_MOUSE_WHEEL_UP;
+    if (event.bstate & BUTTON5_PRESSED) return HAUL_MOUSE_WHEEL_DOWN;
+    if (event.bstate & (BUTTON1_PRESSED | BUTTON1_CLICKED)) return HAUL_MOUSE_CLICK;
+    return HAUL_MOUSE_NONE;
+}
 
 /// Starts curses on stdin/stdout; 0 on success, -1 when the terminal cannot be used (newterm,
 /// unlike initscr, returns instead of exiting the process).

@@ -25,6 +25,8 @@ public final class CursesTerminal: TerminalScreen {
         struct Mail {
             var frame: Frame?
             var repaint = false
+            /// Texts for the clipboard (OSC 52), written after the next draw.
+            var copies: [String] = []
             var stop = false
             var stopped = false
             var waiters: [CheckedContinuation<Void, Never>] = []
@@ -33,12 +35,31 @@ public final class CursesTerminal: TerminalScreen {
         let mail = Mutex(Mail())
     }
 
-    /// Starts curses on the controlling terminal, or says why it cannot (not a terminal, unknown
-    /// `TERM`). `colors` false draws without colour (`NO_COLOR`); so does a terminal without any.
-    public init(colors: Bool) async throws(Failure) {
+    /// Says why the terminal cannot run the UI, before anything starts: not a terminal, `TERM`
+    /// unset, unknown to terminfo, or unable to move the cursor (`dumb`).
+    public static func check() throws(Failure) {
         guard isatty(STDIN_FILENO) == 1, isatty(STDOUT_FILENO) == 1 else {
             throw Failure(description: "the terminal UI needs a terminal on stdin and stdout (use haul get in scripts)")
         }
+        let name = ScreenText.clean(ProcessInfo.processInfo.environment["TERM"] ?? "", unicode: false)
+        let advice = "use haul get, or set TERM=xterm-256color"
+        switch Int(haul_check_terminal()) {
+        case HAUL_TERMINAL_UNSET:
+            throw Failure(description: "TERM is not set, so the terminal UI cannot tell what this terminal can do; \(advice)")
+        case HAUL_TERMINAL_UNKNOWN:
+            throw Failure(description: "TERM=\(name) is a terminal type this system has no terminfo entry for; \(advice)")
+        case HAUL_TERMINAL_NO_CURSOR:
+            throw Failure(description: "TERM=\(name) cannot move the cursor, which the terminal UI needs; \(advice)")
+        default:
+            return
+        }
+    }
+
+    /// Starts curses on the controlling terminal, or says why it cannot (not a terminal, unknown
+    /// `TERM`). `colors` false draws without colour (`NO_COLOR`); so does a terminal without any.
+    /// `mouse` reports clicks and the wheel (the terminal's own selection then needs Shift).
+    public init(colors: Bool, mouse: Bool = true) async throws(Failure) {
+        try Self.check()
         // Only the character type: ncurses needs it for wide characters; nothing else may change.
         setlocale(LC_CTYPE, "")
         unicode = haul_locale_is_utf8() != 0
@@ -49,7 +70,7 @@ public final class CursesTerminal: TerminalScreen {
         // Awaited, not waited for: no thread of the cooperative pool blocks while curses starts.
         let started: Result<Void, Failure> = await withCheckedContinuation { ready in
             let thread = Thread {
-                Self.run(shared: shared, colors: colors, events: continuation) { ready.resume(returning: $0) }
+                Self.run(shared: shared, colors: colors, mouse: mouse, events: continuation) { ready.resume(returning: $0) }
             }
             thread.name = "haul.curses"
             thread.start()
@@ -67,6 +88,15 @@ public final class CursesTerminal: TerminalScreen {
     /// Repaints every cell with the next frame (Ctrl-L).
     public func repaint() {
         shared.mail.withLock { $0.repaint = true }
+    }
+
+    /// Puts `text` on the terminal's clipboard with OSC 52, from the curses thread after its next
+    /// draw (the sequence carries the text in base64: nothing in it can reach the terminal as a
+    /// command). Most terminals accept it, over SSH too; tmux with `set-clipboard on`.
+    public func copy(_ text: String) -> Bool {
+        guard isatty(STDOUT_FILENO) == 1 else { return false }
+        shared.mail.withLock { $0.copies.append(text) }
+        return true
     }
 
     /// Ends curses and restores the terminal; returns once it is restored. Safe to call twice.
@@ -87,6 +117,7 @@ public final class CursesTerminal: TerminalScreen {
     private static func run(
         shared: Shared,
         colors: Bool,
+        mouse: Bool,
         events: AsyncStream<TerminalEvent>.Continuation,
         started: (Result<Void, Failure>) -> Void
     ) {
@@ -106,6 +137,7 @@ public final class CursesTerminal: TerminalScreen {
         _ = haul_intrflush()
         set_escdelay(25)
         timeout(50)
+        if mouse { haul_mouse_on() }
         Emergency.remember()
         var screen = Screen(colors: colors && has_colors())
         screen.setUpColors()
@@ -114,17 +146,19 @@ public final class CursesTerminal: TerminalScreen {
 
         var lastActivity = ContinuousClock.now
         while true {
-            let (frame, repaint, stop) = shared.mail.withLock { mail in
+            let (frame, repaint, copies, stop) = shared.mail.withLock { mail in
                 defer {
                     mail.frame = nil
                     mail.repaint = false
+                    mail.copies = []
                 }
-                return (mail.frame, mail.repaint, mail.stop)
+                return (mail.frame, mail.repaint, mail.copies, mail.stop)
             }
             if stop { break }
             if repaint { screen.forgetDrawn(repaintAll: true) }
             // Ctrl-L with nothing new to show repaints what is there.
             if let frame = frame ?? (repaint ? screen.last : nil) { screen.draw(frame) }
+            for text in copies { Self.writeClipboard(text) }
             // After two quiet seconds the wait grows to 250 ms: an idle haul wakes four times a
             // second instead of twenty. A key ends the quiet at once, so what it asks for is drawn
             // within 50 ms; only a change nobody asked for can take up to 250 ms to show.
@@ -147,6 +181,19 @@ public final class CursesTerminal: TerminalScreen {
             return mail.waiters
         }
         for waiter in waiters { waiter.resume() }
+    }
+
+    /// OSC 52 straight to the terminal, after what curses buffered.
+    private static func writeClipboard(_ text: String) {
+        fflush(nil)
+        let bytes = Array(("\u{1B}]52;c;" + Data(text.utf8).base64EncodedString() + "\u{07}").utf8)
+        var offset = 0
+        while offset < bytes.count {
+            let written = bytes[offset...].withUnsafeBytes { write(STDOUT_FILENO, $0.baseAddress, $0.count) }
+            if written < 0, errno == EINTR { continue }
+            guard written > 0 else { return }
+            offset += written
+        }
     }
 
     /// Whether the terminal on stdin hung up (the other end closed): `poll` says so at once.
@@ -173,6 +220,15 @@ public final class CursesTerminal: TerminalScreen {
                 // The old cells mean nothing at the new size: the next frame draws every line.
                 screen.forgetDrawn(repaintAll: false)
                 events.yield(.resize(width: Int(haul_cols()), height: Int(haul_lines())))
+            } else if result == KEY_CODE_YES, Int32(code) == KEY_MOUSE {
+                var x: Int32 = 0
+                var y: Int32 = 0
+                switch Int(haul_mouse_event(&x, &y)) {
+                case HAUL_MOUSE_CLICK: keys.append(.click(x: Int(x), y: Int(y)))
+                case HAUL_MOUSE_WHEEL_UP: keys.append(.wheelUp)
+                case HAUL_MOUSE_WHEEL_DOWN: keys.append(.wheelDown)
+                default: break
+                }
             } else if let key = Self.key(result: result, code: code) {
                 keys.append(key)
             }
@@ -197,6 +253,7 @@ public final class CursesTerminal: TerminalScreen {
             case KEY_BACKSPACE: return .backspace
             case KEY_DC: return .delete
             case KEY_ENTER: return .enter
+            case (KEY_F0 + 1)...(KEY_F0 + 12): return .function(Int(Int32(code) - KEY_F0))
             default: return nil
             }
         }

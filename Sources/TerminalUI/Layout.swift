@@ -3,7 +3,7 @@
 struct Layout {
     static let minimumWidth = 20
     static let minimumHeight = 5
-    /// The details pane's height when the screen has room for it and a few rows.
+    /// The details pane's height on a screen that cannot show all of it and a few rows.
     static let detailsHeight = 9
 
     /// Below 20×5 only "terminal too small" is drawn.
@@ -16,23 +16,23 @@ struct Layout {
     let bottom: Int
 
     init(_ state: ViewState) {
-        self.init(width: state.width, height: state.height, showDetails: state.showDetails, extraDetailRows: state.reasonExtraRows)
+        self.init(width: state.width, height: state.height, showDetails: state.showDetails, detailLines: state.showDetails ? state.detailLineCount : 0)
     }
 
-    /// `extraDetailRows`: lines the selected download's reason wraps onto, which the pane grows by
-    /// when the screen has room.
-    init(width: Int, height: Int, showDetails: Bool, extraDetailRows: Int = 0) {
+    /// `detailLines`: the lines the details pane has (paths and reasons wrapped), which it takes
+    /// when the screen has room for them and three table rows.
+    init(width: Int, height: Int, showDetails: Bool, detailLines: Int = Self.detailsHeight) {
         tooSmall = width < Self.minimumWidth || height < Self.minimumHeight
         bottom = max(0, height - 1)
         let available = tooSmall ? 0 : height - 3
         if showDetails {
             // The pane takes its full height only when at least three table rows stay visible;
             // on a short screen it takes the whole area, and the selection still moves under it.
-            let wanted = Self.detailsHeight + max(0, extraDetailRows)
+            let wanted = max(2, detailLines)
             if available >= wanted + 3 {
                 detailsHeight = wanted
             } else {
-                detailsHeight = available >= Self.detailsHeight + 3 ? Self.detailsHeight : available
+                detailsHeight = available >= Self.detailsHeight + 3 ? available - 3 : available
             }
         } else {
             detailsHeight = 0
@@ -63,8 +63,10 @@ struct Columns: Equatable {
             (Columns(bar: 20, bytes: 17, speed: 10, eta: 6, resume: 14), 24),
             (Columns(bar: 10, bytes: 17, speed: 10, eta: 6, resume: 14), 20),
             (Columns(bar: 8, bytes: 11, speed: 8, eta: 6, resume: 9, compact: true), 12),
-            (Columns(bar: 6, bytes: 11, speed: 8, resume: 9, compact: true), 12),
-            (Columns(bytes: 11, resume: 9, compact: true), 12),
+            // Narrower, RESUMED AT goes before SPEED and ETA: how fast and how long matter more.
+            (Columns(bar: 6, bytes: 11, speed: 8, eta: 6, compact: true), 12),
+            (Columns(bytes: 11, speed: 8, eta: 6, compact: true), 12),
+            (Columns(bytes: 11, speed: 8, compact: true), 12),
             (Columns(), 6),
             (Columns(state: 0), 1),
         ]

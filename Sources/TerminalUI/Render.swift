@@ -18,20 +18,28 @@ public func render(_ state: ViewState) -> Frame {
     let painter = Painter(state: state, width: width)
     lines[0] = painter.header()
     let columns = Columns.fitting(width)
-    if case .help = state.overlay {
+    switch state.overlay {
+    case .help:
         for (offset, line) in painter.help(rows: layout.bottom - 1).enumerated() {
             lines[1 + offset] = line
         }
-    } else {
+    case .log(let log):
+        for (offset, line) in painter.log(log, rows: layout.bottom - 1).enumerated() {
+            lines[1 + offset] = line
+        }
+    default:
         lines[1] = painter.titles(columns)
-        let downloads = state.snapshot.downloads
-        if downloads.isEmpty, layout.tableHeight > 0 {
-            lines[layout.tableTop] = painter.plain("  No downloads yet: press a to add URLs, ? for help.", .dim)
+        let rows = state.rows
+        if rows.isEmpty, layout.tableHeight > 0 {
+            let empty = state.snapshot.downloads.isEmpty
+                ? "  No downloads yet: press a to add URLs, ? for help."
+                : "  No row matches: Esc shows all \(state.snapshot.downloads.count)."
+            lines[layout.tableTop] = painter.plain(empty, .dim)
         }
         for row in 0..<layout.tableHeight {
             let index = state.scrollTop + row
-            guard downloads.indices.contains(index) else { break }
-            let download = downloads[index]
+            guard rows.indices.contains(index) else { break }
+            let download = rows[index]
             lines[layout.tableTop + row] = painter.row(download, columns, selected: download.id == state.selected)
         }
         if layout.detailsHeight > 0 {
@@ -41,6 +49,8 @@ public func render(_ state: ViewState) -> Frame {
         }
     }
     var cursor: Point?
+    // Where the selection is, when the table scrolls: said at the right end of the bottom line.
+    let position = layout.tableHeight < state.rows.count && state.overlay == nil ? "row \(state.selectedIndex + 1) of \(state.rows.count)" : nil
     switch state.overlay {
     case .prompt(let prompt):
         let (line, x) = painter.prompt(prompt)
@@ -51,14 +61,23 @@ public func render(_ state: ViewState) -> Frame {
         }
     case .confirm(let confirmation):
         lines[layout.bottom] = painter.question(confirmation.question)
-    case .help, nil:
+    case .help, .log, nil:
         if let message = state.message {
-            lines[layout.bottom] = painter.plain(message.text, message.isError ? Style(color: .red, bold: true) : .bold)
+            lines[layout.bottom] = painter.withPosition(position) { room in
+                painter.plain(message.text, message.isError ? Style(color: .red, bold: true) : .bold, width: room)
+            }
         } else {
-            lines[layout.bottom] = painter.hints()
+            lines[layout.bottom] = painter.withPosition(position) { room in painter.hints(width: room) }
         }
     }
     return Frame(width: width, height: height, lines: lines, cursor: cursor)
+}
+
+extension ViewState {
+    /// Lines the details pane has for the selected download, its paths and reasons wrapped.
+    var detailLineCount: Int {
+        Painter(state: self, width: max(0, width)).detailContent().count
+    }
 }
 
 /// The pieces of the screen, each a line (or lines) of at most `width` cells.
@@ -73,11 +92,25 @@ struct Painter {
     }
 
     /// `text` (cleaned here) on its own line.
-    func plain(_ text: String, _ style: Style = .plain, fill: Bool = false) -> Line {
-        var line = LineBuilder(width: width, unicode: unicode)
+    func plain(_ text: String, _ style: Style = .plain, fill: Bool = false, width: Int? = nil) -> Line {
+        var line = LineBuilder(width: width ?? self.width, unicode: unicode)
         line.add(clean(text), style)
         if fill { line.fill(style) }
         return line.line
+    }
+
+    /// The line `body` draws in the room it is given, with `position` right-aligned after it when
+    /// there is one (and the screen has room for both).
+    func withPosition(_ position: String?, _ body: (Int) -> Line) -> Line {
+        guard let position, width >= ScreenText.width(position) + 20 else { return body(width) }
+        let tail = ScreenText.width(position)
+        var line = body(width - tail - 2)
+        var builder = LineBuilder(width: width, unicode: unicode)
+        for span in line.spans { builder.add(span.text, span.style) }
+        builder.space(width - tail - builder.used)
+        builder.add(position, .dim)
+        line = builder.line
+        return line
     }
 
     /// A y/n question; the answer keys always show, the question is what gets cut.
@@ -95,8 +128,22 @@ struct Painter {
 
     static let stateOrder = ["downloading", "waiting", "queued", "paused", "failed", "completed", "cancelled"]
 
-    /// "haul", the total speed, then whole items while they fit: counts per state, bytes saved by
-    /// resuming, free space, how many run at once.
+    /// How much each header item matters: on a narrow screen the least important go first, so a
+    /// failure, a wait, a filter or how many run at once never hide behind totals.
+    static func priority(forWord word: String) -> Int {
+        switch word {
+        case "failed": 2
+        case "waiting": 3
+        case "downloading": 4
+        case "queued": 7
+        case "paused": 8
+        default: 9
+        }
+    }
+
+    /// "haul" and the total speed, then whole items in a fixed order while they fit: a low disk,
+    /// the filter, counts per state, how many run at once, the limit, bytes saved by resuming, free
+    /// space. What does not fit is left out least important first, and an ellipsis says so.
     func header() -> Line {
         let snapshot = state.snapshot
         var line = LineBuilder(width: width, unicode: unicode)
@@ -104,46 +151,58 @@ struct Painter {
         line.add(unicode ? "  ↓ " : "  down ")
         let speed = Format.speed(snapshot.totalBytesPerSecond)
         line.add(speed == "-" ? "0 B/s" : speed, .bold)
-        typealias Item = (separator: String, text: String, style: Style)
-        var counts: [Item] = []
+        struct Item {
+            var text: String
+            var style: Style
+            var priority: Int
+            /// Counts follow each other with a dot, everything else with two spaces.
+            var isCount = false
+        }
+        var items: [Item] = []
+        if let space = snapshot.space, space.isLow {
+            // Downloads there wait: said first and in the warning colour; shorter where the whole
+            // sentence does not fit.
+            let forms = ["disk low: \(Format.bytes(space.free)) free, floor \(Format.bytes(space.floor))", "disk low: \(Format.bytes(space.free)) free", "disk low"]
+            let room = line.remaining - 2
+            items.append(Item(text: forms.first { ScreenText.width($0) <= room } ?? "disk low", style: Self.warning, priority: 0))
+        }
+        if state.isNarrowed {
+            var what: [String] = []
+            if !state.filter.isEmpty { what.append("filter: \(clean(state.filter))") }
+            if let kind = state.kind { what.append("\(kind.rawValue) only") }
+            let text = what.joined(separator: ", ") + " (\(state.rows.count) of \(snapshot.downloads.count))"
+            items.append(Item(text: ScreenText.fit(text, max(1, line.remaining - 4), unicode: unicode), style: Style(color: .cyan, bold: true, reverse: true), priority: 1))
+        }
         let countsByState = snapshot.countsByState
         for word in Self.stateOrder {
             guard let count = countsByState[word], count > 0 else { continue }
-            counts.append((counts.isEmpty ? "  " : (unicode ? " · " : ", "), "\(count) \(word)", Self.style(forWord: word)))
+            items.append(Item(text: "\(count) \(word)", style: Self.style(forWord: word), priority: Self.priority(forWord: word), isCount: true))
         }
-        if snapshot.downloads.isEmpty { counts.append(("  ", "empty queue", .plain)) }
-        var facts: [Item] = []
+        if snapshot.downloads.isEmpty { items.append(Item(text: "empty queue", style: .plain, priority: 4)) }
+        items.append(Item(text: "\(snapshot.maxActive) at once", style: .dim, priority: 5))
+        if let limit = snapshot.limit { items.append(Item(text: "limit \(Format.speed(Double(limit)))", style: Style(color: .yellow), priority: 6)) }
         let saved = snapshot.totalBytesSavedByResume
-        if saved > 0 { facts.append(("  ", "resumes saved \(Format.bytes(saved))", .plain)) }
-        var lowDisk: [Item] = []
-        if let space = snapshot.space {
-            if space.isLow {
-                // Downloads there wait: said first and in the warning colour, never cut for counts;
-                // shorter where the whole sentence does not fit.
-                let forms = ["disk low: \(Format.bytes(space.free)) free, floor \(Format.bytes(space.floor))", "disk low: \(Format.bytes(space.free)) free", "disk low"]
-                let room = line.remaining - 2
-                lowDisk.append(("  ", forms.first { ScreenText.width($0) <= room } ?? "disk low", Self.warning))
-            } else {
-                facts.append(("  ", "\(Format.bytes(space.free)) free", .plain))
-            }
+        if saved > 0 { items.append(Item(text: "resumes saved \(Format.bytes(saved))", style: .plain, priority: 10)) }
+        if let space = snapshot.space, !space.isLow { items.append(Item(text: "\(Format.bytes(space.free)) free", style: .plain, priority: 11)) }
+
+        func separators(_ kept: [Item]) -> [String] {
+            kept.indices.map { index in index > 0 && kept[index].isCount && kept[index - 1].isCount ? (unicode ? " · " : ", ") : "  " }
         }
-        let atOnce: Item = ("  ", "\(snapshot.maxActive) at once", .dim)
-        var items = lowDisk + counts + facts + [atOnce]
-        let total = items.reduce(line.used) { $0 + ScreenText.width($1.separator) + ScreenText.width($1.text) }
-        if total > width {
-            // Not everything fits: the bytes saved and the free space go first, and the counts
-            // after them are cut whole, with an ellipsis.
-            items = lowDisk + facts + counts + [atOnce]
+        func cells(_ kept: [Item]) -> Int {
+            zip(kept, separators(kept)).reduce(0) { $0 + ScreenText.width($1.1) + ScreenText.width($1.0.text) }
         }
-        for item in items {
-            let needed = ScreenText.width(item.separator) + ScreenText.width(item.text)
-            guard needed <= line.remaining else {
-                if line.remaining >= 2 { line.add(unicode ? " …" : " ~", .dim) }
-                break
-            }
-            line.add(item.separator)
+        var kept = items
+        // Leave out the least important (the later of equals) until the rest and the ellipsis fit.
+        while !kept.isEmpty, cells(kept) + (kept.count < items.count ? 2 : 0) > line.remaining {
+            let worst = kept.indices.max { kept[$0].priority < kept[$1].priority || (kept[$0].priority == kept[$1].priority && $0 < $1) }
+            guard let worst else { break }
+            kept.remove(at: worst)
+        }
+        for (item, separator) in zip(kept, separators(kept)) {
+            line.add(separator)
             line.add(item.text, item.style)
         }
+        if kept.count < items.count, line.remaining >= 2 { line.add(unicode ? " …" : " ~", .dim) }
         return line.line
     }
 
@@ -152,13 +211,19 @@ struct Painter {
     func titles(_ columns: Columns) -> Line {
         var line = LineBuilder(width: width, unicode: unicode)
         let style = Style(bold: true, underline: false)
-        line.field("NAME", columns.name, style)
-        if columns.state > 0 { line.space(); line.field("STATE", columns.state, style) }
+        let sorting = state.sorting
+        // The sorted column says so, and which way (▼ largest first).
+        func title(_ text: String, _ key: SortKey) -> String {
+            guard sorting.key == key else { return text }
+            return text + (sorting.descending ? (unicode ? "▼" : "v") : (unicode ? "▲" : "^"))
+        }
+        line.field(title("NAME", .name), columns.name, style)
+        if columns.state > 0 { line.space(); line.field(title("STATE", .state), columns.state, style) }
         let progressWidth = columns.bar + columns.percent + (columns.bar > 0 && columns.percent > 0 ? 1 : 0)
-        if progressWidth > 0 { line.space(); line.field(columns.bar > 0 ? "PROGRESS" : "DONE", progressWidth, style) }
-        if columns.bytes > 0 { line.space(); line.field("BYTES", columns.bytes, style, right: true) }
-        if columns.speed > 0 { line.space(); line.field("SPEED", columns.speed, style, right: true) }
-        if columns.eta > 0 { line.space(); line.field("ETA", columns.eta, style, right: true) }
+        if progressWidth > 0 { line.space(); line.field(title(columns.bar > 0 ? "PROGRESS" : "DONE", .progress), progressWidth, style) }
+        if columns.bytes > 0 { line.space(); line.field(title("BYTES", .size), columns.bytes, style, right: true) }
+        if columns.speed > 0 { line.space(); line.field(title("SPEED", .speed), columns.speed, style, right: true) }
+        if columns.eta > 0 { line.space(); line.field(title("ETA", .eta), columns.eta, style, right: true) }
         if columns.resume > 0 { line.space(); line.field(columns.compact ? "RESUMED" : "RESUMED AT", columns.resume, style, right: true) }
         return line.line
     }
@@ -276,7 +341,9 @@ struct Painter {
     func reasonText(_ download: Download) -> String? {
         switch download.state {
         case .waiting(let until, let reason):
-            let seconds = max(0, until.timeIntervalSince(state.now))
+            let seconds = until.timeIntervalSince(state.now)
+            // Its time came, and every slot is taken: it starts at the next free one.
+            guard seconds > 0 else { return "retry due: waits for a free slot (\(reason))" }
             return "retry in \(Format.duration(seconds)): \(reason)"
         case .waitingForSpace(let reason):
             return reason
@@ -334,69 +401,96 @@ struct Painter {
 
     // MARK: Details
 
+    /// The details pane in `rows` lines: its content, cut or padded.
     func details(rows: Int) -> [Line] {
         guard rows > 0 else { return [] }
+        var lines = Array(detailContent().prefix(rows))
+        while lines.count < rows { lines.append(Line()) }
+        return lines
+    }
+
+    /// Every line of the details pane: paths, URLs and reasons wrapped onto the lines below them
+    /// rather than cut (a person must be able to read a path whole, and compare two digests).
+    func detailContent() -> [Line] {
+        guard width > 0 else { return [] }
         guard let download = state.selectedDownload else {
-            return [rule("details"), plain("  nothing selected", .dim)].prefix(rows).map { $0 }
+            return [rule("details"), plain("  nothing selected", .dim)]
         }
         var lines = [rule("#\(download.id.rawValue) \(clean(download.displayName))")]
+        let room = max(1, width - 11)
         func field(_ label: String, _ value: String, _ style: Style = .plain) {
             var line = LineBuilder(width: width, unicode: unicode)
             line.field(label, 11, .bold)
-            line.add(clean(value), style)
+            line.add(value, style)
             lines.append(line.line)
         }
-        field("URL", download.url.redactingPassword)
-        let target: String
-        switch (download.completedPath, download.destination) {
-        case (let path?, _): target = path
-        case (nil, .file(let path)): target = path
-        case (nil, .directory(let directory)): target = (directory as NSString).appendingPathComponent(download.displayName)
+        /// `value` on as many lines as it needs, up to `most`; the last one ends in an ellipsis
+        /// when even they are not enough.
+        /// Prose breaks after a space where it can; paths and URLs break anywhere (a space in a path
+        /// must stay visible where it is).
+        func wrapped(_ label: String, _ value: String, _ style: Style = .plain, most: Int = 6, words: Bool = true) {
+            var rest = clean(value)
+            var label = label
+            for count in 1...max(1, most) {
+                var piece = ScreenText.prefix(rest, room)
+                if words, piece.unicodeScalars.count < rest.unicodeScalars.count,
+                   let space = piece.unicodeScalars.lastIndex(of: " "),
+                   piece.unicodeScalars.distance(from: piece.unicodeScalars.startIndex, to: space) >= room / 2 {
+                    piece = String(piece.unicodeScalars[...space])
+                }
+                let after = Self.dropping(piece, from: rest)
+                if count == most, !after.isEmpty {
+                    field(label, ScreenText.fit(rest, room, unicode: unicode), style)
+                    return
+                }
+                field(label, piece, style)
+                rest = after
+                label = ""
+                if rest.isEmpty || piece.isEmpty { return }
+            }
         }
-        field(download.completedPath == nil ? "Saving to" : "Saved to", download.state == .completed ? target : "\(target)  (part file \(download.partPath))")
+        wrapped("URL", download.url.redactingPassword, most: 4, words: false)
         if let finalURL = download.finalURL, finalURL != download.url {
-            field("Final URL", finalURL.redactingPassword)
+            wrapped("Final URL", finalURL.redactingPassword, most: 4, words: false)
+        }
+        wrapped(download.completedPath == nil ? "Saving to" : "Saved to", download.targetPath, words: false)
+        if download.state != .completed {
+            wrapped("Part file", download.partPath, .dim, most: 3, words: false)
         }
         var validators: [String] = []
         if let etag = download.etag { validators.append("ETag \(etag)") }
         if let lastModified = download.lastModified { validators.append("Last-Modified \(lastModified)") }
-        field("Validators", validators.isEmpty ? "none: a resume is trusted only when the length matches" : validators.joined(separator: unicode ? " · " : ", "))
+        wrapped("Validators", validators.isEmpty ? "none: a resume is trusted only when the length matches" : validators.joined(separator: unicode ? " · " : ", "), most: 3)
+        let dot = unicode ? " · " : ", "
         var http = download.lastStatus.map { "HTTP \($0)" } ?? "no response yet"
-        http += unicode ? " · " : ", "
-        http += "\(Format.bytes(download.bytesOnDisk)) of \(download.totalBytes.map(Format.bytes) ?? "unknown size")"
-        if download.state == .downloading { http += (unicode ? " · " : ", ") + Format.speed(download.bytesPerSecond) }
-        if download.state == .downloading, download.connections > 1 { http += (unicode ? " · " : ", ") + "\(download.connections) connections" }
-        if !download.segments.isEmpty { http += (unicode ? " · " : ", ") + "\(download.segments.count) parts" }
-        field("Status", "\(download.state.word)  \(http)", Self.style(for: download.state))
-        field("Resumes", resumeHistory(download))
-        // The reason wraps onto the lines below rather than being cut: a checksum mismatch names two
-        // full digests (256 hex digits for sha-512) for a person to compare.
-        func wrapped(_ label: String, _ value: String, _ style: Style = .plain) {
-            var rest = clean(value)
-            let room = max(1, width - 11)
-            field(label, ScreenText.prefix(rest, room), style)
-            rest = Self.dropping(ScreenText.prefix(rest, room), from: rest)
-            while !rest.isEmpty, lines.count < rows {
-                let piece = ScreenText.prefix(rest, room)
-                guard !piece.isEmpty else { break }
-                field("", piece, style)
-                rest = Self.dropping(piece, from: rest)
-            }
-        }
+        http += dot + "\(Format.bytes(download.bytesOnDisk)) of \(download.totalBytes.map(Format.bytes) ?? "unknown size")"
+        if download.state == .downloading { http += dot + Format.speed(download.bytesPerSecond) }
+        if download.state == .downloading, download.connections > 1 { http += dot + "\(download.connections) connections" }
+        if !download.segments.isEmpty { http += dot + "\(download.segments.count) parts" }
+        field("Status", clean("\(download.state.word)  \(http)"), Self.style(for: download.state))
+        wrapped("Limit", limitWords(download), most: 2)
+        wrapped("Resumes", resumeHistory(download), most: 3)
+        // A checksum mismatch names two full digests (256 hex digits for sha-512) for a person to compare.
         if case .failed(let reason) = download.state {
-            wrapped("Failed", reason, Self.style(for: download.state))
+            wrapped("Failed", reason, Self.style(for: download.state), most: 17)
         } else if download.isPurged, let reason = download.lastError {
-            wrapped("Purged", reason, Self.style(for: download.state))
+            wrapped("Purged", reason, Self.style(for: download.state), most: 17)
         } else if download.state != .completed, let reason = reasonText(download) {
-            wrapped("Waiting", reason, Self.style(for: download.state))
+            wrapped("Waiting", reason, Self.style(for: download.state), most: 17)
         } else {
-            wrapped("Last error", download.lastError ?? "none")
+            wrapped("Last error", download.lastError ?? "none", most: 17)
         }
         if let hook = download.hook {
-            wrapped("Hook", Self.hookDetails(hook), hook.succeeded || hook.isPending ? .plain : Style(color: .red))
+            wrapped("Hook", Self.hookDetails(hook), hook.succeeded || hook.isPending ? .plain : Style(color: .red), most: 4)
         }
-        while lines.count < rows { lines.append(Line()) }
-        return Array(lines.prefix(rows))
+        return lines
+    }
+
+    /// The details pane's words for a download's speed limits: its own and the queue's.
+    func limitWords(_ download: Download) -> String {
+        let own = download.limit.map { "\(Format.speed(Double($0))) for this download" } ?? "none of its own (l sets one)"
+        let all = state.snapshot.limit.map { "\(Format.speed(Double($0))) for all (L)" } ?? "none for all (L sets one)"
+        return own + (unicode ? " · " : ", ") + all
     }
 
     /// The details pane's words for a hook: which one, how it went, and where its output is.
@@ -438,16 +532,13 @@ struct Painter {
 
     // MARK: Bottom line and help
 
-    /// The bindings that have a hint word, as many whole ones as fit.
-    func hints() -> Line {
+    /// The bindings that have a hint word, as many whole ones as fit in `width` cells.
+    func hints(width: Int) -> Line {
         var line = LineBuilder(width: width, unicode: unicode)
-        // Quit and help first: on a narrow screen they are the hints that must stay.
-        let first: Set<KeyAction> = [.quit, .help]
-        let ordered = KeyMap.bindings.filter { first.contains($0.action) }.reversed() + KeyMap.bindings.filter { !first.contains($0.action) }
-        for binding in ordered {
-            guard let hint = binding.hint else { continue }
+        for action in KeyMap.hinted {
+            guard let binding = KeyMap.bindings.first(where: { $0.action == action }), let hint = binding.hint else { continue }
             // The first key is enough here (`q`, `space`, `d`); the help lists them all.
-            let label = KeyMap.label(binding, unicode: unicode).split(separator: "/").first.map(String.init) ?? binding.label
+            let label = KeyMap.firstLabel(binding, unicode: unicode)
             let needed = (line.used == 0 ? 0 : 2) + ScreenText.width(label) + 1 + ScreenText.width(hint)
             guard needed <= line.remaining else { break }
             if line.used > 0 { line.space(2) }
@@ -457,11 +548,22 @@ struct Painter {
         return line.line
     }
 
-    /// "Add URL: " and the text, scrolled so the cursor stays visible; the cursor's column.
+    /// The prompt's label and its text, scrolled so the cursor stays visible; the cursor's column.
     func prompt(_ prompt: Prompt) -> (Line, Int) {
         var line = LineBuilder(width: width, unicode: unicode)
-        let label = "Add URL: "
-        line.add(label, .bold)
+        let label: String
+        switch prompt.purpose {
+        case .add: label = "Add URL: "
+        case .find: label = "Find: "
+        case .limitAll: label = "Limit all downloads to (2M, 500K, 0 for none): "
+        case .limitDownload(let id):
+            let name = state.snapshot[id].map { clean($0.displayName) } ?? "#\(id.rawValue)"
+            let words = " to (2M, 500K, 0 for none): "
+            // The name is what gets cut; the typed text keeps at least a third of the line.
+            let room = max(4, width * 2 / 3 - ScreenText.width(words) - 6)
+            label = "Limit " + ScreenText.fit(name, room, unicode: unicode) + words
+        }
+        line.add(ScreenText.fit(label, max(1, width * 2 / 3), unicode: unicode), .bold)
         let room = max(1, line.remaining - 1)
         let before = clean(String(prompt.text[..<prompt.cursor]))
         let after = clean(String(prompt.text[prompt.cursor...]))
@@ -472,21 +574,72 @@ struct Painter {
         return (line.line, min(cursorX, width - 1))
     }
 
-    /// The key table, one binding a line, as many as fit in `rows`.
+    /// The key table, one binding a line, from `state.helpTop` on, in `rows` lines (the title
+    /// says which lines show and how to scroll).
     func help(rows: Int) -> [Line] {
         guard rows > 0 else { return [] }
-        var lines = [rule("keys (any key closes)")]
         let labelWidth = KeyMap.bindings.map { ScreenText.width(KeyMap.label($0, unicode: unicode)) }.max() ?? 0
-        for binding in KeyMap.bindings {
+        var entries = KeyMap.bindings.map { (KeyMap.label($0, unicode: unicode), $0.summary) }
+        entries.append(HelpText.mouse)
+        let shown = max(0, rows - 1)
+        let top = min(max(0, state.helpTop), max(0, entries.count - shown))
+        let arrows = unicode ? "↑/↓" : "Up/Down"
+        let title = shown >= entries.count
+            ? "keys (any key closes)"
+            : "keys \(top + 1)-\(min(entries.count, top + shown)) of \(entries.count) (\(arrows) PgUp/PgDn scroll, any other key closes)"
+        var lines = [rule(title)]
+        for (label, summary) in entries.dropFirst(top).prefix(shown) {
             var line = LineBuilder(width: width, unicode: unicode)
             line.space(2)
-            line.field(KeyMap.label(binding, unicode: unicode), labelWidth + 2, .bold)
-            line.add(binding.summary)
+            line.field(label, labelWidth + 2, .bold)
+            line.add(summary)
             lines.append(line.line)
         }
-        if lines.count > rows {
-            lines = Array(lines.prefix(rows - 1)) + [plain((unicode ? "  …" : "  ...") + " taller terminal shows all \(KeyMap.bindings.count) keys", .dim)]
+        return lines
+    }
+
+    /// A download's log, or the whole queue's recent events, in `rows` lines: the newest at the
+    /// bottom unless scrolled.
+    func log(_ log: LogView, rows: Int) -> [Line] {
+        guard rows > 0 else { return [] }
+        let whose = log.download.map { id in "log of #\(id.rawValue) " + (state.snapshot[id].map { clean($0.displayName) } ?? "") } ?? "recent events"
+        let arrows = unicode ? "↑/↓" : "Up/Down"
+        var lines = [rule("\(whose) (\(arrows) scroll, any other key closes)")]
+        guard let entries = log.entries else {
+            lines.append(plain("  " + (log.error.map { "cannot read the log: \($0)" } ?? "reading…"), log.error == nil ? .dim : Style(color: .red, bold: true)))
+            return Array(lines.prefix(rows))
         }
-        return Array(lines.prefix(rows))
+        if entries.isEmpty { lines.append(plain("  nothing recorded yet", .dim)) }
+        let shown = max(0, rows - 1)
+        let top = min(max(0, log.top ?? Int.max / 2), max(0, entries.count - shown))
+        let calendar = { var calendar = Calendar(identifier: .gregorian); calendar.timeZone = state.timeZone; return calendar }()
+        for entry in entries.dropFirst(top).prefix(shown) {
+            var line = LineBuilder(width: width, unicode: unicode)
+            let parts = calendar.dateComponents([.month, .day, .hour, .minute, .second], from: entry.time)
+            func two(_ value: Int?) -> String { let value = value ?? 0; return value < 10 ? "0\(value)" : "\(value)" }
+            let sameDay = calendar.isDate(entry.time, inSameDayAs: state.now)
+            let time = (sameDay ? "" : "\(two(parts.month))-\(two(parts.day)) ") + "\(two(parts.hour)):\(two(parts.minute)):\(two(parts.second))"
+            line.add(time + " ", .dim)
+            line.field(entry.kind.rawValue, 10, Self.style(forKind: entry.kind))
+            if log.download == nil {
+                let name = state.snapshot[entry.download].map { clean($0.displayName) } ?? "#\(entry.download.rawValue)"
+                line.add(ScreenText.fit(name, max(8, width / 4), unicode: unicode) + " ", .bold)
+            }
+            line.add(clean(entry.text))
+            lines.append(line.line)
+        }
+        return lines
+    }
+
+    static func style(forKind kind: HistoryEntry.Kind) -> Style {
+        switch kind {
+        case .error, .failed: Style(color: .red, bold: true)
+        case .restarted: Style(color: .yellow, bold: true)
+        case .waiting: Style(color: .magenta)
+        case .completed: Style(color: .green)
+        case .resumed, .response, .started: Style(color: .cyan)
+        case .paused: Style(color: .yellow)
+        case .added, .cancelled, .setting: .dim
+        }
     }
 }

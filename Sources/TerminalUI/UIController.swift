@@ -9,6 +9,9 @@ public protocol TerminalScreen: Sendable {
     func show(_ frame: Frame)
     /// Repaints every cell with the next frame (Ctrl-L).
     func repaint()
+    /// Asks the terminal to put `text` (clean) on its clipboard (OSC 52); false when it cannot be
+    /// asked (not a terminal).
+    func copy(_ text: String) -> Bool
 }
 
 /// Runs the terminal UI on a queue: merges keys, sizes and the queue's snapshots, feeds them to
@@ -42,6 +45,8 @@ public struct UIController: Sendable {
     let defaults: RequestOptions
     /// `-j` or the config chose how many run at once, so `<` and `>` last only for this run.
     let maxActiveIsConfigured: Bool
+    /// `--limit-rate` or the config chose the limit for all, so `L` lasts only for this run.
+    let limitIsConfigured: Bool
     let refreshInterval: Duration
     /// Remembers how many run at once for the next start (`<`, `>`).
     let saveMaxActive: @Sendable (Int) -> Void
@@ -49,7 +54,7 @@ public struct UIController: Sendable {
 
     public init(
         queue: any QueueControl, terminal: any TerminalScreen, downloadDirectory: String, defaults: RequestOptions,
-        maxActiveIsConfigured: Bool, refreshInterval: Duration, saveMaxActive: @escaping @Sendable (Int) -> Void = { _ in },
+        maxActiveIsConfigured: Bool, limitIsConfigured: Bool = false, refreshInterval: Duration, saveMaxActive: @escaping @Sendable (Int) -> Void = { _ in },
         log: @escaping @Sendable (String) -> Void = { _ in }
     ) {
         self.queue = queue
@@ -57,6 +62,7 @@ public struct UIController: Sendable {
         self.downloadDirectory = downloadDirectory
         self.defaults = defaults
         self.maxActiveIsConfigured = maxActiveIsConfigured
+        self.limitIsConfigured = limitIsConfigured
         self.refreshInterval = refreshInterval
         self.saveMaxActive = saveMaxActive
         self.log = log
@@ -65,11 +71,19 @@ public struct UIController: Sendable {
     private enum Input: Sendable {
         case terminal(TerminalEvent)
         case snapshot(SessionSnapshot)
-        /// A command was carried out: a message to show, if any.
-        case done(StatusMessage?)
+        /// A command was carried out: what follows on screen.
+        case done(Outcome)
         case tick
         case terminalEnded
         case queueEnded
+    }
+
+    /// What a command carried out on the queue brings back to the screen.
+    enum Outcome: Sendable {
+        case message(StatusMessage?)
+        /// A resume took the slot of a download the queue started by itself.
+        case displaced(resumed: DownloadID, displaced: DownloadID)
+        case history([HistoryEntry], for: DownloadID?, error: String?)
     }
 
     /// Runs until `q`, the detach key, or the end of the terminal or of the queue's snapshots.
@@ -92,8 +106,8 @@ public struct UIController: Sendable {
             // One command at a time, in the order the keys asked: `<<<` is three fewer, in turn.
             Task {
                 for await command in commands {
-                    let message = await worker.execute(command)
-                    feed.yield(.done(message))
+                    let outcome = await worker.execute(command)
+                    feed.yield(.done(outcome))
                 }
             },
         ]
@@ -107,6 +121,8 @@ public struct UIController: Sendable {
         var lastFrame: Frame?
         var dirty = true
         var tickDue: ContinuousClock.Instant?
+        // An open log is read again as the queue changes, at most once a second.
+        var lastLogRead = clock.now
         var end = End.queueEnded
 
         loop: for await input in inputs {
@@ -126,6 +142,12 @@ public struct UIController: Sendable {
                     case .setMaxActive(let count) where maxActiveIsConfigured:
                         state.inform("\(count) at once for this run (-j or max-active in the config decides at the next start)")
                         send.yield(command)
+                    case .setLimit where limitIsConfigured:
+                        state.inform((state.message?.text ?? "limit set") + " for this run (--limit-rate or limit-rate in the config decides at the next start)")
+                        send.yield(command)
+                    case .loadHistory:
+                        lastLogRead = clock.now
+                        send.yield(command)
                     default:
                         send.yield(command)
                     }
@@ -138,12 +160,23 @@ public struct UIController: Sendable {
                 if snapshot != state.snapshot {
                     state.apply(snapshot)
                     dirty = true
+                    if let whose = state.showsLog, clock.now - lastLogRead >= .seconds(1) {
+                        lastLogRead = clock.now
+                        send.yield(.loadHistory(whose))
+                    }
                 }
-            case .done(let message):
+            case .done(.message(let message)):
                 if let message {
                     state.message = message
                     drawNow = true
                 }
+            case .done(.displaced(let resumed, let displaced)):
+                let name = { (id: DownloadID) in state.snapshot[id].map { ScreenText.clean($0.displayName, unicode: state.unicode) } ?? "#\(id.rawValue)" }
+                state.inform("\(name(resumed)) runs now; \(name(displaced)) went back to queued with its bytes")
+                drawNow = true
+            case .done(.history(let entries, let whose, let error)):
+                state.received(entries, for: whose, error: error)
+                drawNow = true
             case .tick:
                 if let due = tickDue, clock.now >= due { tickDue = nil }
                 // A waiting row counts down once a second even when no snapshot comes.
@@ -185,11 +218,12 @@ public struct UIController: Sendable {
     }
 
     /// Carries out one command on the queue; a refusal comes back as the message to show.
-    func execute(_ command: Command) async -> StatusMessage? {
+    func execute(_ command: Command) async -> Outcome {
         do throws(QueueControlError) {
             switch command {
             case .pause(let id): try await queue.pause(id)
-            case .resume(let id): try await queue.resume(id)
+            case .resume(let id):
+                if let displaced = try await queue.resume(id) { return .displaced(resumed: id, displaced: displaced) }
             case .cancel(let id): try await queue.cancel(id)
             case .remove(let id): try await queue.remove(id)
             case .pauseAll: try await queue.pauseAll()
@@ -199,17 +233,31 @@ public struct UIController: Sendable {
             case .setMaxActive(let count):
                 try await queue.setMaxActive(count)
                 saveMaxActive(count)
+            case .setLimit(let limit): try await queue.setLimit(limit)
+            case .setDownloadLimit(let id, let limit): try await queue.setLimit(limit, for: id)
+            case .clearCompleted:
+                let count = try await queue.clearCompleted()
+                return .message(StatusMessage(count == 1 ? "cleared 1 completed row; its file stays" : "cleared \(count) completed rows; their files stay"))
+            case .loadHistory(let id):
+                do {
+                    return .history(try await queue.history(id), for: id, error: nil)
+                } catch {
+                    return .history([], for: id, error: error.description)
+                }
+            case .copy(let text):
+                guard terminal.copy(text) else { return .message(StatusMessage("cannot copy: the screen is not a terminal", isError: true)) }
+                return .message(StatusMessage("copied with OSC 52 (where the terminal allows it): \(text)"))
             case .add(let urls):
                 let requests = urls.map { QueueRequest(url: $0, destination: .directory(downloadDirectory), options: defaults) }
                 let refused = await Self.add(requests, to: queue)
                 if let first = refused.first {
-                    return StatusMessage(urls.count == 1 ? first : "added \(urls.count - refused.count) of \(urls.count): \(first)", isError: true)
+                    return .message(StatusMessage(urls.count == 1 ? first : "added \(urls.count - refused.count) of \(urls.count): \(first)", isError: true))
                 }
             case .redraw, .detach, .quit: break
             }
-            return nil
+            return .message(nil)
         } catch {
-            return StatusMessage(error.description, isError: true)
+            return .message(StatusMessage(error.description, isError: true))
         }
     }
 

@@ -35,7 +35,7 @@ import Testing
         #expect(warning?.style == Style(color: .yellow, bold: true, reverse: true))
         // Above the floor: the free space is a plain fact among the others.
         let fine = render(Self.state(width: 100, height: 10, free: 20 * Self.mib)).lines.first?.text ?? ""
-        #expect(fine.contains("  20.0 MiB free  ") && !fine.contains("disk low"), "\(fine)")
+        #expect(fine.hasSuffix("  20.0 MiB free") && !fine.contains("disk low"), "\(fine)")
         // At 40 columns the warning is what is left, before every count.
         let narrow = render(Self.state(width: 40, height: 10, free: 0)).lines.first?.text ?? ""
         #expect(narrow.hasPrefix("haul  ↓ 97.6 KiB/s  disk low: 0 B free"), "\(narrow)")
@@ -57,7 +57,7 @@ import Testing
         #expect(lines.contains { $0.hasPrefix("Waiting    waiting for disk space (196 KiB free, floor") }, "\(lines.joined(separator: "\n"))")
         state.selected = DownloadID(2)
         lines = render(state).lines.map(\.text)
-        let purged = lines.drop { !$0.hasPrefix("Purged") }.prefix(2).map { String($0.dropFirst(11)) }.joined()
+        let purged = lines.drop { !$0.hasPrefix("Purged") }.prefix(3).map { String($0.dropFirst(11)) }.joined()
         #expect(purged.hasPrefix("purged when disk space ran low: 2.0 MiB of partial data discarded; resuming fetches it from zero"),
                 "wrapped, not cut: \(lines.joined(separator: "\n"))")
     }

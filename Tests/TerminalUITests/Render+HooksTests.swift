@@ -46,13 +46,14 @@ import Testing
         var state = Fixture.state(width: 80, height: 12, downloads: [failing])
         state.showDetails = true
         let lines = render(state).lines.map(\.text)
-        let details = lines.drop { !$0.hasPrefix("─ #1") }.prefix(8).map { $0.replacingOccurrences(of: " +$", with: "", options: .regularExpression) }
+        let details = lines.drop { !$0.hasPrefix("─ #1") }.prefix(9).map { $0.replacingOccurrences(of: " +$", with: "", options: .regularExpression) }
         #expect(details.joined(separator: "\n") == """
             ─ #1 report.pdf ────────────────────────────────────────────────────────────────
             URL        https://user:***@example.com/files/1
             Saved to   /downloads/report.pdf
             Validators none: a resume is trusted only when the length matches
             Status     completed  no response yet · 2.0 KiB of 2.0 KiB
+            Limit      none of its own (l sets one) · none for all (L sets one)
             Resumes    never resumed
             Last error none
             Hook       on-complete failed (exit 3, 0.2 s), see haul.log

@@ -178,7 +178,7 @@ import Testing
         let frame = render(Fixture.state(width: 200, height: 50))
         let hints = frame.lines[49].text
         for binding in KeyMap.bindings where binding.hint != nil {
-            let key = binding.label.split(separator: "/").first.map(String.init) ?? ""
+            let key = KeyMap.firstLabel(binding, unicode: true)
             #expect(hints.contains("\(key) \(binding.hint ?? "")"), "\(hints)")
         }
         let narrow = render(Fixture.state(width: 80, height: 24)).lines[23].text

@@ -21,6 +21,11 @@ import Testing
         func hangUp() { feed.finish() }
         func show(_ frame: Frame) { frames.withLock { $0.append(frame) } }
         func repaint() {}
+        let copied = Mutex<[String]>([])
+        func copy(_ text: String) -> Bool {
+            copied.withLock { $0.append(text) }
+            return true
+        }
         var last: String { frames.withLock { $0.last?.text ?? "" } }
 
         /// Waits until the newest frame satisfies `condition`.
