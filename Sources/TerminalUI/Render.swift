@@ -605,12 +605,15 @@ struct Painter {
         let whose = log.download.map { id in "log of #\(id.rawValue) " + (state.snapshot[id].map { clean($0.displayName) } ?? "") } ?? "recent events"
         let arrows = unicode ? "↑/↓" : "Up/Down"
         var lines = [rule("\(whose) (\(arrows) scroll, any other key closes)")]
+        if let error = log.error {
+            lines.append(plain("  cannot read the log: \(error)", Style(color: .red, bold: true)))
+        }
         guard let entries = log.entries else {
-            lines.append(plain("  " + (log.error.map { "cannot read the log: \($0)" } ?? "reading…"), log.error == nil ? .dim : Style(color: .red, bold: true)))
+            if log.error == nil { lines.append(plain(unicode ? "  reading…" : "  reading...", .dim)) }
             return Array(lines.prefix(rows))
         }
         if entries.isEmpty { lines.append(plain("  nothing recorded yet", .dim)) }
-        let shown = max(0, rows - 1)
+        let shown = max(0, rows - lines.count)
         let top = min(max(0, log.top ?? Int.max / 2), max(0, entries.count - shown))
         let calendar = { var calendar = Calendar(identifier: .gregorian); calendar.timeZone = state.timeZone; return calendar }()
         for entry in entries.dropFirst(top).prefix(shown) {

@@ -20,6 +20,8 @@ struct Settings: Sendable, Equatable {
     var allowDowngrade = false
     var refresh: Double = 10
     var ascii = false
+    /// Clicks select rows and the wheel scrolls (`--no-mouse` leaves the mouse to the terminal).
+    var mouse = true
     /// From the environment (`http_proxy` …), like curl.
     var proxies = ProxySettings()
     /// Free space to keep where downloads go (`--min-free`).
@@ -102,6 +104,7 @@ enum ConfigFile {
         case "allow-downgrade": settings.allowDowngrade = try boolean(value, key)
         case "refresh": settings.refresh = try OptionCheck.refresh(value)
         case "ascii": settings.ascii = try boolean(value, key)
+        case "mouse": settings.mouse = try boolean(value, key)
         case "min-free": settings.minFree = try OptionCheck.floor(value, key)
         case "purge-when-low": settings.purgeWhenLow = try boolean(value, key)
         // A program is checked by the commands that run the queue (`haul list` never runs one).

@@ -78,6 +78,7 @@ struct Demo: AsyncParsableCommand {
         guard isatty(STDIN_FILENO) == 1, isatty(STDOUT_FILENO) == 1 else {
             throw UsageError(message: "haul demo needs a terminal on stdin and stdout")
         }
+        try UI.checkTerminal()
 
         // A temporary queue unless one was named (a named one outlives the demo); never the
         // person's own queue.

@@ -270,10 +270,14 @@ struct DisplayOptions: ParsableArguments {
     @Flag(inversion: .prefixedNo, help: "Draw bars and marks in ASCII (automatic when the locale is not UTF-8).")
     var ascii: Bool?
 
+    @Flag(inversion: .prefixedNo, help: "Clicks select rows and the wheel scrolls (default); --no-mouse leaves the mouse to the terminal.")
+    var mouse: Bool?
+
     func apply(to settings: Settings) throws(UsageError) -> Settings {
         var settings = settings
         if let refresh { settings.refresh = try OptionCheck.refresh(refresh) }
         if let ascii { settings.ascii = ascii }
+        if let mouse { settings.mouse = mouse }
         return settings
     }
 }

@@ -37,6 +37,7 @@ struct UI: AsyncParsableCommand {
         guard isatty(STDIN_FILENO) == 1, isatty(STDOUT_FILENO) == 1 else {
             throw UsageError(message: "the terminal UI needs a terminal on stdin and stdout (use haul get in scripts)")
         }
+        try Self.checkTerminal()
         let path = try state.resolvedPath(settings)
         if let (pid, client) = await LiveQueue.attach(path) {
             try session.refuseHooks(runner: pid)
@@ -82,7 +83,7 @@ struct UI: AsyncParsableCommand {
         let terminal: CursesTerminal
         do {
             let noColor = !(ProcessInfo.processInfo.environment["NO_COLOR"] ?? "").isEmpty
-            terminal = try await CursesTerminal(colors: !noColor)
+            terminal = try await CursesTerminal(colors: !noColor, mouse: settings.mouse)
         } catch {
             redirect?.restore()
             await session.shutdown()
@@ -104,6 +105,7 @@ struct UI: AsyncParsableCommand {
             downloadDirectory: downloadDirectory,
             defaults: defaults,
             maxActiveIsConfigured: settings.maxActive != nil,
+            limitIsConfigured: settings.limitRate != nil,
             refreshInterval: .milliseconds(Int(1000 / settings.refresh)),
             log: { logger.info("\($0)") }
         )
@@ -148,6 +150,16 @@ struct UI: AsyncParsableCommand {
 }
 
 extension UI {
+    /// Refuses, in one line, a terminal the UI cannot draw on (`TERM=dumb`, unknown, unset), before
+    /// anything is touched.
+    static func checkTerminal() throws(UsageError) {
+        do {
+            try CursesTerminal.check()
+        } catch {
+            throw UsageError(message: error.description)
+        }
+    }
+
     /// The UI on a queue another haul runs, through its control socket: the same table, keys,
     /// help and details; its keys act on the shared queue. `q` asks before it stops the queue for
     /// everyone, `D` (or a hang-up) just leaves. When the runner ends, one line says so (exit 1).
@@ -170,7 +182,7 @@ extension UI {
         let terminal: CursesTerminal
         do {
             let noColor = !(ProcessInfo.processInfo.environment["NO_COLOR"] ?? "").isEmpty
-            terminal = try await CursesTerminal(colors: !noColor)
+            terminal = try await CursesTerminal(colors: !noColor, mouse: settings.mouse)
         } catch {
             redirect?.restore()
             throw UsageError(message: error.description)

@@ -20,7 +20,9 @@ import Testing
     static let keys: [Key] = [
         .up, .down, .left, .right, .pageUp, .pageDown, .home, .end, .enter, .escape, .backspace, .delete, .tab,
         .ctrl("l"), .ctrl("c"), .ctrl("u"), .ctrl("a"), .ctrl("e"), .ctrl("w"),
-    ] + "pPrcCxXaAyYnNqQ?hjkJK<>+-du /:h\u{1B}\u{7}é€👍".map { Key.char($0) }
+        .function(1), .function(3), .function(6), .function(9), .function(10), .function(12),
+        .click(x: 3, y: 2), .click(x: 0, y: 5), .click(x: 70, y: 40), .wheelUp, .wheelDown,
+    ] + "pPrcCxXaAyYnNqQ?hjkJK<>+-du /:h\u{1B}\u{7}é€👍sSlL0123456789H/".map { Key.char($0) }
 
     @Test func randomKeysNeverCrashAndOnlyNameQueuedDownloads() async {
         // On a thread of its own: the suite's two cooperative threads stay free for the tests that
@@ -64,11 +66,23 @@ import Testing
                             expect((1...32).contains(n), "round \(round): \(command)")
                         case .add(let urls):
                             expect(urls.allSatisfy { ["http", "https"].contains($0.scheme ?? "") }, "round \(round)")
+                        case .setDownloadLimit(let id, let limit):
+                            expect(ids.contains(id), "round \(round): \(command) for a download not shown")
+                            expect(limit.map { $0 >= 1024 } ?? true, "round \(round): \(command)")
+                        case .setLimit(let limit):
+                            expect(limit.map { $0 >= 1024 } ?? true, "round \(round): \(command)")
+                        case .loadHistory(let id):
+                            expect(id.map { ids.contains($0) } ?? true, "round \(round): \(command)")
+                        case .copy(let text):
+                            expect(ScreenText.clean(text) == text, "round \(round): \(command)")
                         default:
                             break
                         }
                     }
                 }
+                // Rows shown are rows of the queue, and the selection is one of them.
+                expect(state.rows.allSatisfy { state.snapshot[$0.id] != nil }, "round \(round): a row not in the queue")
+                expect(state.selected.map { id in state.rows.contains { $0.id == id } } ?? state.rows.isEmpty, "round \(round): selection not shown")
                 let frame = render(state)
                 expect(frame.lines.count == height, "round \(round): \(width)x\(height)")
                 expect(frame.lines.allSatisfy { $0.width <= width }, "round \(round): \(width)x\(height)")

@@ -20,13 +20,36 @@ import Testing
         prompt.cursor = 150
         prompt.error = "invalid URL: " + Fixture.hostileName
         overlays.append(.prompt(prompt))
-        for (width, height) in Self.sizes + [(19, 5), (20, 4), (21, 6), (33, 7), (67, 20), (99, 30), (113, 30)] {
-            for overlay in overlays {
+        // The views of issue 19: find and limit prompts, logs (hostile text in them), the help scrolled.
+        overlays.append(.prompt(Prompt(.find, text: "日本🎉" + Fixture.hostileName)))
+        overlays.append(.prompt(Prompt(.limitAll, text: "200K")))
+        overlays.append(.prompt(Prompt(.limitDownload(DownloadID(4)), text: "1M")))
+        overlays.append(.confirm(Confirmation(kind: .clearCompleted, question: "Clear 1 completed row from the queue (the files stay)?")))
+        let entries = HistoryEntry.Kind.allCases.enumerated().map { index, kind in
+            HistoryEntry(download: DownloadID(Int64(index % 7 + 1)), time: Fixture.now.addingTimeInterval(Double(index * -4000)), kind: kind, text: "日本語 🎉 " + Fixture.hostileName + String(repeating: " long", count: index))
+        }
+        var log = LogView(download: DownloadID(2))
+        log.entries = entries
+        var recent = LogView(download: nil)
+        recent.entries = entries
+        recent.error = Fixture.hostileName
+        overlays += [.log(LogView(download: DownloadID(3))), .log(log), .log(recent)]
+        for (width, height) in Self.sizes + [(40, 10), (19, 5), (20, 4), (21, 6), (33, 7), (67, 20), (99, 30), (113, 30)] {
+            for (index, overlay) in overlays.enumerated() {
                 for details in [false, true] {
                     var state = Fixture.state(width: width, height: height, unicode: unicode)
                     state.overlay = overlay
                     state.showDetails = details
+                    state.helpTop = details ? 100 : 3
                     state.message = details ? StatusMessage(Fixture.hostileName, isError: true) : nil
+                    // Narrowed and sorted tables too.
+                    state.overlay = nil
+                    switch index % 3 {
+                    case 1: _ = state.handle([.char("s"), .char("s"), .char("s"), .char("S")])
+                    case 2: _ = state.handle([.char("/"), .char("n"), .enter] + [.char("1")])
+                    default: break
+                    }
+                    state.overlay = overlay
                     let frame = render(state)
                     #expect(frame.lines.count == height, "\(width)x\(height)")
                     for line in frame.lines {
