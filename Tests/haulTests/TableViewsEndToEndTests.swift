@@ -1,0 +1,124 @@
+import Foundation
+import LoopbackServer
+import Testing
+
+/// Issue 19's views with the real binary in tmux: find among 200 rows, a sort by speed, the
+/// header and help at 80×24, and terminals the UI cannot draw on.
+@Suite(.serialized) struct TableViewsEndToEndTests {
+    static func throttled(_ bytesPerSecond: Int) -> Faults {
+        var faults = Faults()
+        faults.throttleBytesPerSecond = bytesPerSecond
+        return faults
+    }
+
+    /// The last line with anything on it (capture-pane ends with an empty one).
+    static func bottom(_ rows: [String]) -> String {
+        rows.last { !$0.isEmpty } ?? ""
+    }
+
+    @Test func findNarrowsTwoHundredRowsEscapeRestoresThemAndASortPutsTheFastestFirst() async throws {
+        try await CLI.withServer { server, directory in
+            // Three run (slow, fast, middling, in queue order); two hundred wait behind them.
+            let racers = [("race-slow.bin", 32 * 1024), ("race-fast.bin", 768 * 1024), ("race-mid.bin", 192 * 1024)]
+            var urls: [String] = []
+            for (name, rate) in racers {
+                server.serve("/" + name, size: 64 << 20, faults: Self.throttled(rate))
+                urls.append(server.url("/" + name).absoluteString)
+            }
+            for index in 0..<200 {
+                let path = "/file-\(index).bin"
+                server.serve(path, size: 1024, faults: Self.throttled(1024))
+                urls.append(server.url(path).absoluteString)
+            }
+            let list = directory + "/urls.txt"
+            try urls.joined(separator: "\n").write(toFile: list, atomically: true, encoding: .utf8)
+            let command = TmuxSession.haulCommand(["-d", directory, "-j", "3", "-i", list], state: directory + "/state", in: directory)
+            let tmux = try TmuxSession(command)
+            defer { tmux.close() }
+            try await tmux.waitFor("203 rows, three running", timeout: 60) { rows in
+                rows[0].contains("3 downloading · 200 queued") && rows.contains { $0.hasPrefix("race-fast.bin") && $0.contains("downloading") }
+            }
+            // The table scrolls: the bottom line says where the selection is.
+                #expect(Self.bottom(tmux.screen()).hasSuffix("row 1 of 203"), "\(Self.bottom(tmux.screen()))")
+
+            // `/` narrows as the text is typed; the header says how many match.
+            tmux.keys("/")
+            try await tmux.waitFor("the find prompt") { rows in Self.bottom(rows).hasPrefix("Find:") }
+            tmux.type("race")
+            try await tmux.waitFor("three rows of 203") { rows in
+                rows[0].contains("filter: race (3 of 203)") && rows.filter { $0.hasPrefix("file-") }.isEmpty
+                    && rows.filter { $0.hasPrefix("race-") }.count == 3
+            }
+            tmux.keys("Enter")
+            try await tmux.waitFor("the filter kept after Enter") { rows in rows.contains { $0.contains("3 of 203 rows match; Esc shows all") } }
+
+            // s three times: name, progress, speed. Once the speeds have settled, the fastest is first.
+            try await tmux.waitFor("the speeds apart", timeout: 30) { _ in
+                guard let fast = tmux.row("race-fast.bin"), let mid = tmux.row("race-mid.bin") else { return false }
+                return fast.contains("KiB/s") && mid.contains("KiB/s")
+            }
+            tmux.keys("s", "s", "s")
+            try await tmux.waitFor("sorted by speed, fastest first") { rows in
+                rows.contains { $0.hasPrefix("sorted by speed, fastest first") } && rows[1].contains("SPEED▼")
+                    && rows.firstIndex { $0.hasPrefix("race-fast.bin") } == 2
+            }
+            let order = tmux.screen().filter { $0.hasPrefix("race-") }.map { String($0.prefix(13)) }
+            #expect(order == ["race-fast.bin", "race-mid.bin ", "race-slow.bin"], "\(order)")
+
+            // Esc shows every row again; the queue's order did not change with the sort.
+            tmux.keys("Escape")
+            try await tmux.waitFor("all rows back") { rows in
+                rows.contains { $0.hasPrefix("showing all 203 rows") } && rows.contains { $0.hasPrefix("file-") } && !rows[0].contains("filter:")
+            }
+            tmux.keys("s", "s", "s", "s")
+            try await tmux.waitFor("queue order") { rows in rows.contains { $0.hasPrefix("in queue order") } }
+            let queueOrder = tmux.screen().dropFirst(2).prefix(4).map { String($0.prefix(13)) }
+            #expect(queueOrder == ["race-slow.bin", "race-fast.bin", "race-mid.bin ", "file-0.bin   "], "\(queueOrder)")
+            tmux.keys("q")
+            try await tmux.waitFor("haul quit") { rows in rows.contains { $0.contains("[exited 0]") } }
+        }
+    }
+
+    @Test func atEightyByTwentyFourAFailureIsCountedAndTheHelpScrollsToQuit() async throws {
+        try await CLI.withServer { server, directory in
+            server.serve("/running.bin", size: 64 << 20, faults: Self.throttled(64 * 1024))
+            server.serve("/waiting.bin", size: 1 << 20, faults: Self.throttled(64 * 1024))
+            var gone = Faults()
+            gone.fixedStatus = 404
+            server.serve("/gone.bin", size: 10, faults: gone)
+            let urls = ["/running.bin", "/gone.bin", "/waiting.bin"].map { server.url($0).absoluteString }
+            let command = TmuxSession.haulCommand(["-d", directory, "-j", "2"] + urls, state: directory + "/state", in: directory)
+            let tmux = try TmuxSession(command, width: 80, height: 24)
+            defer { tmux.close() }
+            try await tmux.waitFor("the failure counted in the header at 80 columns") { rows in
+                rows[0].contains("1 failed") && rows[0].contains("2 at once") && tmux.row("gone.bin")?.contains("failed") == true
+            }
+            tmux.keys("?")
+            try await tmux.waitFor("the help, cut") { rows in rows.contains { $0.contains("keys 1-") && $0.contains("scroll") } }
+            #expect(!tmux.screen().contains { $0.contains("q/F10/Ctrl-C") }, "\(tmux.screen().joined(separator: "\n"))")
+            tmux.keys("PageDown")
+            tmux.keys("PageDown")
+            try await tmux.waitFor("q in the help after scrolling") { rows in rows.contains { $0.contains("q/F10/Ctrl-C  quit") } }
+            // Any other key closes it; q then quits.
+            tmux.keys("x")
+            try await tmux.waitFor("the table back") { rows in rows[1].hasPrefix("NAME") }
+            tmux.keys("q")
+            try await tmux.waitFor("haul quit") { rows in rows.contains { $0.contains("[exited 0]") } }
+        }
+    }
+
+    @Test(arguments: [("dumb", "TERM=dumb cannot move the cursor, which the terminal UI needs"), ("no-such-terminal", "TERM=no-such-terminal is a terminal type this system has no terminfo entry for")])
+    func aTerminalTheUICannotDrawOnIsRefusedInOneLine(term: String, words: String) async throws {
+        try await CLI.withServer { server, directory in
+            let state = directory + "/state"
+            let command = TmuxSession.haulCommand([server.url("/a.bin").absoluteString], state: state, in: directory, environment: ["TERM": term])
+            let tmux = try TmuxSession(command, width: 200, height: 10)
+            defer { tmux.close() }
+            try await tmux.waitFor("the exit") { rows in rows.contains { $0.contains("[exited") } }
+            let lines = tmux.screen().filter { !$0.isEmpty }
+            #expect(lines == ["haul: error: \(words); use haul get, or set TERM=xterm-256color", "[exited 2]"], "\(lines)")
+            #expect(!FileManager.default.fileExists(atPath: state), "nothing was created")
+            #expect(server.requests().isEmpty)
+        }
+    }
+}
