@@ -186,7 +186,7 @@ _haul() {
 
 _haul_ui() {
     repeating_flags=()
-    non_repeating_flags=(--fsync --no-fsync --allow-downgrade --purge-when-low --ascii --no-ascii --version -h --help)
+    non_repeating_flags=(--fsync --no-fsync --allow-downgrade --purge-when-low --ascii --no-ascii --mouse --no-mouse --version -h --help)
     repeating_options=(-H --header)
     non_repeating_options=(--state --config -i --input-file -d --dir -o --output --user-agent --connections --checksum -j --max-active --max-tries --connect-timeout --stall-timeout --limit-rate --ca-certificate --min-free --on-complete --on-fail --hook-timeout --refresh)
     __haul_offer_flags_options -1
@@ -543,7 +543,7 @@ _haul_stop() {
 
 _haul_demo() {
     repeating_flags=()
-    non_repeating_flags=(--fsync --no-fsync --allow-downgrade --purge-when-low --ascii --no-ascii --version -h --help)
+    non_repeating_flags=(--fsync --no-fsync --allow-downgrade --purge-when-low --ascii --no-ascii --mouse --no-mouse --version -h --help)
     repeating_options=()
     non_repeating_options=(--state --config -d --dir -j --max-active --max-tries --connect-timeout --stall-timeout --limit-rate --ca-certificate --min-free --on-complete --on-fail --hook-timeout --refresh)
     __haul_offer_flags_options 0

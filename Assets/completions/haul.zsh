@@ -107,6 +107,8 @@ _haul_ui() {
         '--refresh[Most redraws a second, 1 to 10 (default 10).]:hz:'
         '--ascii[Draw bars and marks in ASCII (automatic when the locale is not UTF-8).]'
         '--no-ascii[Draw bars and marks in ASCII (automatic when the locale is not UTF-8).]'
+        '--mouse[Clicks select rows and the wheel scrolls (default); --no-mouse leaves the mouse to the terminal.]'
+        '--no-mouse[Clicks select rows and the wheel scrolls (default); --no-mouse leaves the mouse to the terminal.]'
         '--version[Show the version.]'
         '(-h --help)'{-h,--help}'[Show help information.]'
     )
@@ -314,6 +316,8 @@ _haul_demo() {
         '--refresh[Most redraws a second, 1 to 10 (default 10).]:hz:'
         '--ascii[Draw bars and marks in ASCII (automatic when the locale is not UTF-8).]'
         '--no-ascii[Draw bars and marks in ASCII (automatic when the locale is not UTF-8).]'
+        '--mouse[Clicks select rows and the wheel scrolls (default); --no-mouse leaves the mouse to the terminal.]'
+        '--no-mouse[Clicks select rows and the wheel scrolls (default); --no-mouse leaves the mouse to the terminal.]'
         '--version[Show the version.]'
         '(-h --help)'{-h,--help}'[Show help information.]'
     )
