@@ -143,7 +143,7 @@ public struct UIController: Sendable {
                         state.inform("\(count) at once for this run (-j or max-active in the config decides at the next start)")
                         send.yield(command)
                     case .setLimit where limitIsConfigured:
-                        state.inform((state.message?.text ?? "limit set") + " for this run (--limit-rate or limit-rate in the config decides at the next start)")
+                        state.inform((state.message?.text ?? "limit set") + " for this run (--limit-rate or the config decides next start)")
                         send.yield(command)
                     case .loadHistory:
                         lastLogRead = clock.now

@@ -66,9 +66,11 @@ import Testing
             record("pause \(id)")
             if holdPauses { await withCheckedContinuation { continuation in pauseGate.withLock { $0 = continuation } } }
         }
+        /// What a resume answers: the download that went back to queued to make room.
+        let displaces = Mutex<DownloadID?>(nil)
         func resume(_ id: DownloadID) async throws(QueueControlError) -> DownloadID? {
             record("resume \(id)")
-            return nil
+            return displaces.withLock { $0 }
         }
         func cancel(_ id: DownloadID) async throws(QueueControlError) { record("cancel \(id)") }
         func remove(_ id: DownloadID) async throws(QueueControlError) {
@@ -85,11 +87,12 @@ import Testing
         func setLimit(_ bytesPerSecond: Int64?, for id: DownloadID) async throws(QueueControlError) { record("limit \(id) \(bytesPerSecond ?? 0)") }
         func clearCompleted() async throws(QueueControlError) -> Int {
             record("clearCompleted")
-            return 0
+            return 2
         }
         func history(_ id: DownloadID?) async throws(QueueControlError) -> [HistoryEntry] {
             record("history \(id.map { "\($0)" } ?? "all")")
-            return []
+            let count = intents.withLock { $0.count { $0.hasPrefix("history") } }
+            return [HistoryEntry(download: id ?? DownloadID(2), time: Date(), kind: .response, text: "HTTP 206 read \(count)")]
         }
     }
 
@@ -156,6 +159,71 @@ import Testing
         try await terminal.waitFor("the question again") { $0.contains("Stop the queue for everyone") }
         terminal.type(.char("y"))
         #expect(await run.value == .quit)
+    }
+
+    @Test func aResumeThatTookASlotSaysWhichDownloadWentBackToQueued() async throws {
+        let queue = FakeQueue(Self.snapshot())
+        queue.displaces.withLock { $0 = DownloadID(1) }
+        let terminal = FakeTerminal()
+        let run = Task { await Self.controller(queue, terminal).run(ViewState(snapshot: Self.snapshot())) }
+        try await terminal.waitFor("the rows") { $0.contains("two.bin") }
+        terminal.type(.char("j"))
+        terminal.type(.char("r"))
+        try await terminal.waitFor("which one made room") { $0.contains("two.bin runs now; one.bin went back to queued with its bytes") }
+        terminal.type(.char("q"))
+        #expect(await run.value == .quit)
+    }
+
+    @Test func theLogIsReadWhenOpenedAndAgainAsTheQueueChanges() async throws {
+        let queue = FakeQueue(Self.snapshot())
+        let terminal = FakeTerminal()
+        let run = Task { await Self.controller(queue, terminal).run(ViewState(snapshot: Self.snapshot())) }
+        try await terminal.waitFor("the rows") { $0.contains("one.bin") }
+        terminal.type(.char("h"))
+        try await terminal.waitFor("the first read") { $0.contains("log of #1 one.bin") && $0.contains("HTTP 206 read 1") }
+        // A new picture of the queue a second later reads it again.
+        try await Task.sleep(for: .milliseconds(1100))
+        var changed = Self.snapshot()
+        changed.downloads[0].bytesOnDisk = 4096
+        queue.feed.yield(changed)
+        try await terminal.waitFor("the second read") { $0.contains("HTTP 206 read 2") }
+        terminal.type(.escape)
+        terminal.type(.char("H"))
+        try await terminal.waitFor("the queue's events") { $0.contains("recent events") && $0.contains("two.bin") }
+        terminal.type(.escape)
+        terminal.type(.char("q"))
+        #expect(await run.value == .quit)
+        #expect(queue.intents.withLock { $0 }.filter { $0.hasPrefix("history") } == ["history 1", "history 1", "history all"])
+    }
+
+    @Test func clearLimitsAndCopyGoToTheQueueAndTheTerminal() async throws {
+        var snapshot = Self.snapshot()
+        snapshot.downloads[1].state = .completed
+        let queue = FakeQueue(snapshot)
+        let terminal = FakeTerminal()
+        let controller = UIController(
+            queue: queue, terminal: terminal, downloadDirectory: "/d", defaults: RequestOptions(), maxActiveIsConfigured: false,
+            limitIsConfigured: true, refreshInterval: .milliseconds(10)
+        )
+        let run = Task { await controller.run(ViewState(snapshot: snapshot)) }
+        try await terminal.waitFor("the rows") { $0.contains("two.bin") }
+        terminal.type(.char("C"))
+        try await terminal.waitFor("the question") { $0.contains("Clear 1 completed row from the queue (the files stay)? y/n") }
+        terminal.type(.char("y"))
+        try await terminal.waitFor("how many went") { $0.contains("cleared 2 completed rows; their files stay") }
+        terminal.type(.char("L"))
+        for character in "300K" { terminal.type(.char(character)) }
+        terminal.type(.enter)
+        // --limit-rate was given: the key's limit lasts for this run.
+        try await terminal.waitFor("the limit, for this run") {
+            $0.contains("limit for all downloads: 300 KiB/s for this run (--limit-rate or the config decides next start)")
+        }
+        terminal.type(.char("y"))
+        try await terminal.waitFor("the copy") { $0.contains("copied with OSC 52 (where the terminal allows it): /d/one.bin") }
+        #expect(terminal.copied.withLock { $0 } == ["/d/one.bin"])
+        terminal.type(.char("q"))
+        #expect(await run.value == .quit)
+        #expect(queue.intents.withLock { $0 } == ["clearCompleted", "limit 307200"])
     }
 
     @Test func theEndOfTheTerminalOrOfTheQueueEndsTheUI() async throws {
