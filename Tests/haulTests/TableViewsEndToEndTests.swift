@@ -93,16 +93,22 @@ import Testing
             try await tmux.waitFor("the failure counted in the header at 80 columns") { rows in
                 rows[0].contains("1 failed") && rows[0].contains("2 at once") && tmux.row("gone.bin")?.contains("failed") == true
             }
-            tmux.keys("?")
+            // y copies the selected file's path with OSC 52: tmux (set-clipboard on) keeps it as a buffer.
+            _ = tmux.command("set-option", "-g", "set-clipboard", "on")
+            tmux.keys("y")
+            try await tmux.waitFor("the copy said") { rows in rows.contains { $0.hasPrefix("copied with OSC 52") } }
+            try await CLI.waitUntil("the path in tmux's buffer") { tmux.command("show-buffer") == directory + "/running.bin" }
+            // F1, as in htop: the curses side reads function keys.
+            tmux.keys("F1")
             try await tmux.waitFor("the help, cut") { rows in rows.contains { $0.contains("keys 1-") && $0.contains("scroll") } }
             #expect(!tmux.screen().contains { $0.contains("q/F10/Ctrl-C") }, "\(tmux.screen().joined(separator: "\n"))")
             tmux.keys("PageDown")
             tmux.keys("PageDown")
             try await tmux.waitFor("q in the help after scrolling") { rows in rows.contains { $0.contains("q/F10/Ctrl-C  quit") } }
-            // Any other key closes it; q then quits.
+            // Any other key closes it; F10 then quits.
             tmux.keys("x")
             try await tmux.waitFor("the table back") { rows in rows[1].hasPrefix("NAME") }
-            tmux.keys("q")
+            tmux.keys("F10")
             try await tmux.waitFor("haul quit") { rows in rows.contains { $0.contains("[exited 0]") } }
         }
     }

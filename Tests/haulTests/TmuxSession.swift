@@ -99,6 +99,11 @@ final class TmuxSession: @unchecked Sendable {
         for pid in started { kill(pid, SIGKILL) }
     }
 
+    /// Runs a tmux command on this session's server (`set-option`, `show-buffer`); its output.
+    func command(_ arguments: String...) -> String {
+        tmux(arguments).output
+    }
+
     /// Kills the tmux server only, as a dropped SSH connection ends a terminal: a hang-up.
     func hangUp() {
         _ = tmux(["kill-server"])
