@@ -61,7 +61,12 @@ public func render(_ state: ViewState) -> Frame {
         }
     case .confirm(let confirmation):
         lines[layout.bottom] = painter.question(confirmation.question)
-    case .help, .log, nil:
+    case .help, .log:
+        // What the keys do here, in place of the table's hints.
+        let arrows = state.unicode ? "↑/↓" : "Up/Down"
+        lines[layout.bottom] = state.message.map { painter.plain($0.text, $0.isError ? Style(color: .red, bold: true) : .bold) }
+            ?? painter.plain("\(arrows) PgUp/PgDn Home/End scroll\(state.unicode ? " · " : ", ")any other key closes", .dim)
+    case nil:
         if let message = state.message {
             lines[layout.bottom] = painter.withPosition(position) { room in
                 painter.plain(message.text, message.isError ? Style(color: .red, bold: true) : .bold, width: room)
@@ -583,10 +588,7 @@ struct Painter {
         entries.append(HelpText.mouse)
         let shown = max(0, rows - 1)
         let top = min(max(0, state.helpTop), max(0, entries.count - shown))
-        let arrows = unicode ? "↑/↓" : "Up/Down"
-        let title = shown >= entries.count
-            ? "keys (any key closes)"
-            : "keys \(top + 1)-\(min(entries.count, top + shown)) of \(entries.count) (\(arrows) PgUp/PgDn scroll, any other key closes)"
+        let title = shown >= entries.count ? "keys" : "keys \(top + 1)-\(min(entries.count, top + shown)) of \(entries.count)"
         var lines = [rule(title)]
         for (label, summary) in entries.dropFirst(top).prefix(shown) {
             var line = LineBuilder(width: width, unicode: unicode)
@@ -603,8 +605,7 @@ struct Painter {
     func log(_ log: LogView, rows: Int) -> [Line] {
         guard rows > 0 else { return [] }
         let whose = log.download.map { id in "log of #\(id.rawValue) " + (state.snapshot[id].map { clean($0.displayName) } ?? "") } ?? "recent events"
-        let arrows = unicode ? "↑/↓" : "Up/Down"
-        var lines = [rule("\(whose) (\(arrows) scroll, any other key closes)")]
+        var lines = [rule(whose)]
         if let error = log.error {
             lines.append(plain("  cannot read the log: \(error)", Style(color: .red, bold: true)))
         }

@@ -160,9 +160,9 @@ public struct UIController: Sendable {
                 if snapshot != state.snapshot {
                     state.apply(snapshot)
                     dirty = true
-                    if let whose = state.showsLog, clock.now - lastLogRead >= .seconds(1) {
+                    if let log = state.openLog, clock.now - lastLogRead >= .seconds(1) {
                         lastLogRead = clock.now
-                        send.yield(.loadHistory(whose))
+                        send.yield(.loadHistory(log.download))
                     }
                 }
             case .done(.message(let message)):

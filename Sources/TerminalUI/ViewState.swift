@@ -219,9 +219,9 @@ public struct ViewState: Sendable {
         overlay = .log(log)
     }
 
-    /// Whether the log view is open (its entries are fetched again as the queue changes).
-    public var showsLog: DownloadID?? {
-        if case .log(let log) = overlay { return .some(log.download) }
+    /// The log on screen, if one is (its entries are read again as the queue changes).
+    public var openLog: LogView? {
+        if case .log(let log) = overlay { return log }
         return nil
     }
 

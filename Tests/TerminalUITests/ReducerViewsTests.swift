@@ -207,7 +207,7 @@ import Testing
         var state = Fixture.state(width: 100, height: 12)
         state.timeZone = TimeZone(identifier: "UTC") ?? .current
         #expect(state.handle([.char("h")]) == [.loadHistory(DownloadID(1))])
-        #expect(state.showsLog == .some(DownloadID(1)))
+        #expect(state.openLog?.download == DownloadID(1))
         #expect(render(state).lines[2].text.contains("reading"))
         // Entries for another log than the one open are not shown in it.
         state.received(Self.entries(3, for: DownloadID(2)), for: DownloadID(2))
@@ -363,5 +363,28 @@ import Testing
         #expect(joined == long, "\(lines.joined(separator: "\n"))")
         #expect(lines.contains { $0.hasPrefix("URL        https://example.com/segment/") })
         #expect(lines.contains { $0.hasSuffix("segment/file.iso") || $0.contains("file.iso") })
+    }
+
+    @Test func theNewViewsMatchTheirRecordings() throws {
+        var found = Fixture.state(width: 80, height: 24)
+        _ = Self.handle(&found, [[.char("s")], [.char("s")], [.char("s")], [.char("/")]] + Self.type("n"))
+        try Snapshot.check(render(found), named: "find-sorted-80x24")
+        var log = Fixture.state(width: 80, height: 24)
+        log.timeZone = TimeZone(identifier: "UTC") ?? .current
+        _ = log.handle([.char("h")])
+        let id = DownloadID(1)
+        let words = [
+            (HistoryEntry.Kind.added, "added by haul get"),
+            (.started, "attempt 1 from 0 B"),
+            (.response, "HTTP 200, 5.5 GiB, ETag \"abc123\""),
+            (.error, "connection reset by peer at 1.2 GiB"),
+            (.waiting, "retry in 1s: connection reset by peer"),
+            (.started, "attempt 2 from 1.2 GiB: Range bytes=1300000000-, If-Range \"abc123\""),
+            (.response, "HTTP 206 from 1.2 GiB"),
+            (.resumed, "resumed at 1.2 GiB (validator checked)"),
+            (.setting, "limit 500 KiB/s"),
+        ]
+        log.received(words.enumerated().map { HistoryEntry(download: id, time: Fixture.now.addingTimeInterval(Double($0.offset * 7 - 70)), kind: $0.element.0, text: $0.element.1) }, for: id)
+        try Snapshot.check(render(log), named: "log-80x24")
     }
 }
