@@ -100,7 +100,7 @@ import Testing
             try await CLI.waitUntil("the path in tmux's buffer") { tmux.command("show-buffer") == directory + "/running.bin" }
             // F1, as in htop: the curses side reads function keys.
             tmux.keys("F1")
-            try await tmux.waitFor("the help, cut") { rows in rows.contains { $0.contains("keys 1-") && $0.contains("scroll") } }
+            try await tmux.waitFor("the help, cut") { rows in rows.contains { $0.contains("keys 1-") } && rows.contains { $0.contains("scroll") } }
             #expect(!tmux.screen().contains { $0.contains("q/F10/Ctrl-C") }, "\(tmux.screen().joined(separator: "\n"))")
             tmux.keys("PageDown")
             tmux.keys("PageDown")
