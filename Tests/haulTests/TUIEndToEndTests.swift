@@ -78,10 +78,12 @@ import Testing
             tmux.keys("Escape")
             try await tmux.waitFor("the hint bar back") { rows in rows.contains { $0.hasPrefix("q quit  ? help") } }
 
-            // A resize to 60×20 lays everything out again, with nothing left of the wider layout.
+            // A resize to 60×20 lays everything out again, with nothing left of the wider layout (at 60
+            // columns the resume column goes before the speed and ETA).
             tmux.resize(width: 60, height: 20)
             try await tmux.waitFor("the 60-column layout") { rows in
-                rows.count >= 20 && rows[1].hasPrefix("NAME") && rows[1].contains("RESUMED") && !rows[1].contains("PROGRESS")
+                rows.count >= 20 && rows[1].hasPrefix("NAME") && rows[1].contains("SPEED") && rows[1].contains("ETA")
+                    && !rows[1].contains("RESUMED") && !rows[1].contains("PROGRESS")
             }
             let narrow = tmux.screen()
             try #require(narrow.count >= 20)
