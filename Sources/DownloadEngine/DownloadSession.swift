@@ -230,7 +230,7 @@ public actor DownloadSession {
                 }
             }
             do {
-                let (id, more) = try machine.schedule(url: request.url, destination: request.destination, options: request.options)
+                let (id, more) = try machine.schedule(url: request.url, destination: request.destination, options: request.options, limit: request.limit)
                 configuration.logger.info("schedule", metadata: ["id": "\(id)", "url": "\(request.url.redactingPassword)"])
                 ids.append(id)
                 actions += more
