@@ -188,7 +188,7 @@ _haul_ui() {
     repeating_flags=()
     non_repeating_flags=(--fsync --no-fsync --allow-downgrade --purge-when-low --ascii --no-ascii --mouse --no-mouse --version -h --help)
     repeating_options=(-H --header)
-    non_repeating_options=(--state --config -i --input-file -d --dir -o --output --user-agent --connections --checksum -j --max-active --max-tries --connect-timeout --stall-timeout --limit-rate --ca-certificate --min-free --on-complete --on-fail --hook-timeout --refresh)
+    non_repeating_options=(--state --config -i --input-file -d --dir -o --output --user-agent --connections --checksum --limit-rate-each -j --max-active --max-tries --connect-timeout --stall-timeout --limit-rate --ca-certificate --min-free --on-complete --on-fail --hook-timeout --refresh)
     __haul_offer_flags_options -1
 
     # Offer option value completions
@@ -218,6 +218,9 @@ _haul_ui() {
         return
         ;;
     '--checksum')
+        return
+        ;;
+    '--limit-rate-each')
         return
         ;;
     '-j'|'--max-active')
@@ -260,7 +263,7 @@ _haul_get() {
     repeating_flags=()
     non_repeating_flags=(--fsync --no-fsync --allow-downgrade --purge-when-low --json --version -h --help)
     repeating_options=(-H --header)
-    non_repeating_options=(--state --config -i --input-file -d --dir -o --output --user-agent --connections --checksum -j --max-active --max-tries --connect-timeout --stall-timeout --limit-rate --ca-certificate --min-free --on-complete --on-fail --hook-timeout)
+    non_repeating_options=(--state --config -i --input-file -d --dir -o --output --user-agent --connections --checksum --limit-rate-each -j --max-active --max-tries --connect-timeout --stall-timeout --limit-rate --ca-certificate --min-free --on-complete --on-fail --hook-timeout)
     __haul_offer_flags_options -1
 
     # Offer option value completions
@@ -290,6 +293,9 @@ _haul_get() {
         return
         ;;
     '--checksum')
+        return
+        ;;
+    '--limit-rate-each')
         return
         ;;
     '-j'|'--max-active')
@@ -329,7 +335,7 @@ _haul_add() {
     repeating_flags=()
     non_repeating_flags=(--version -h --help)
     repeating_options=(-H --header)
-    non_repeating_options=(--state --config -i --input-file -d --dir -o --output --user-agent --connections --checksum)
+    non_repeating_options=(--state --config -i --input-file -d --dir -o --output --user-agent --connections --checksum --limit-rate-each)
     __haul_offer_flags_options -1
 
     # Offer option value completions
@@ -359,6 +365,9 @@ _haul_add() {
         return
         ;;
     '--checksum')
+        return
+        ;;
+    '--limit-rate-each')
         return
         ;;
     esac
@@ -458,7 +467,7 @@ _haul_start() {
     repeating_flags=()
     non_repeating_flags=(--fsync --no-fsync --allow-downgrade --purge-when-low --foreground --version -h --help)
     repeating_options=(-H --header)
-    non_repeating_options=(--state --config -i --input-file -d --dir -o --output --user-agent --connections --checksum -j --max-active --max-tries --connect-timeout --stall-timeout --limit-rate --ca-certificate --min-free --on-complete --on-fail --hook-timeout)
+    non_repeating_options=(--state --config -i --input-file -d --dir -o --output --user-agent --connections --checksum --limit-rate-each -j --max-active --max-tries --connect-timeout --stall-timeout --limit-rate --ca-certificate --min-free --on-complete --on-fail --hook-timeout)
     __haul_offer_flags_options -1
 
     # Offer option value completions
@@ -488,6 +497,9 @@ _haul_start() {
         return
         ;;
     '--checksum')
+        return
+        ;;
+    '--limit-rate-each')
         return
         ;;
     '-j'|'--max-active')

@@ -57,7 +57,8 @@ public final class ControlClient: QueueControl {
         while start < requests.endIndex {
             var end = start + 1
             while end < requests.endIndex, requests[end].destination == requests[start].destination,
-                  requests[end].options == requests[start].options, requests[start].options.checksum == nil,
+                  requests[end].options == requests[start].options, requests[end].limit == requests[start].limit,
+                  requests[start].options.checksum == nil,
                   case .directory = requests[start].destination {
                 end += 1
             }
@@ -75,8 +76,8 @@ public final class ControlClient: QueueControl {
 
     @discardableResult
     public func resume(_ id: DownloadID) async throws(QueueControlError) -> DownloadID? {
-        try await send(.POST, "/v1/downloads/\(id)/resume")
-        return nil
+        let answer: Wire.Resumed = try await call(.POST, "/v1/downloads/\(id)/resume")
+        return answer.displaced
     }
 
     public func cancel(_ id: DownloadID) async throws(QueueControlError) {
@@ -107,21 +108,22 @@ public final class ControlClient: QueueControl {
         try await send(.PUT, "/v1/max-active", body: Wire.MaxActive(maxActive: count))
     }
 
-    // TODO(issue 19, engine): routes on the server.
     public func setLimit(_ bytesPerSecond: Int64?) async throws(QueueControlError) {
-        throw QueueControlError(.refused, "not built yet")
+        try await send(.PUT, "/v1/limit", body: Wire.Limit(limit: bytesPerSecond))
     }
 
     public func setLimit(_ bytesPerSecond: Int64?, for id: DownloadID) async throws(QueueControlError) {
-        throw QueueControlError(.refused, "not built yet")
+        try await send(.PUT, "/v1/downloads/\(id)/limit", body: Wire.Limit(limit: bytesPerSecond))
     }
 
     public func clearCompleted() async throws(QueueControlError) -> Int {
-        throw QueueControlError(.refused, "not built yet")
+        let answer: Wire.Cleared = try await call(.POST, "/v1/clear-completed")
+        return answer.cleared
     }
 
     public func history(_ id: DownloadID?) async throws(QueueControlError) -> [HistoryEntry] {
-        throw QueueControlError(.refused, "not built yet")
+        let lines: [Wire.HistoryLine] = try await call(.GET, id.map { "/v1/downloads/\($0)/history" } ?? "/v1/history")
+        return lines.compactMap(\.entry)
     }
 
     public func stop() async throws(QueueControlError) {
@@ -186,6 +188,7 @@ public final class ControlClient: QueueControl {
             form.checksum = options.checksum?.description
             form.connections = options.connections
         }
+        form.limit = first?.limit
         return form
     }
 

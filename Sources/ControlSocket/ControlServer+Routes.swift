@@ -67,6 +67,17 @@ extension ControlServer {
         case ["purge"]:
             guard method == .POST else { return Self.wrongMethod(method, allowed: "POST") }
             return await queueCall(nil) { () async throws(QueueControlError) in try await self.queue.purgePaused(); return .done }
+        case ["limit"]:
+            guard method == .PUT else { return Self.wrongMethod(method, allowed: "PUT") }
+            let limit: Int64?
+            do { limit = try Self.limit(body) } catch { return .failure(.badRequest, error.description) }
+            return await queueCall(nil) { () async throws(QueueControlError) in try await self.queue.setLimit(limit); return .done }
+        case ["clear-completed"]:
+            guard method == .POST else { return Self.wrongMethod(method, allowed: "POST") }
+            return await queueCall(nil) { () async throws(QueueControlError) in Reply(.ok, Wire.Cleared(cleared: try await self.queue.clearCompleted())) }
+        case ["history"]:
+            guard method == .GET else { return Self.wrongMethod(method, allowed: "GET") }
+            return await queueCall(nil) { () async throws(QueueControlError) in Reply(.ok, try await self.queue.history(nil).map(Wire.HistoryLine.init)) }
         case ["max-active"]:
             guard method == .PUT else { return Self.wrongMethod(method, allowed: "PUT") }
             let count: Wire.MaxActive
@@ -84,17 +95,22 @@ extension ControlServer {
         }
     }
 
-    /// `/v1/downloads/{id}` (DELETE removes) and `/v1/downloads/{id}/{verb}` (POST).
+    /// `/v1/downloads/{id}` (DELETE removes), `/v1/downloads/{id}/{verb}` (POST),
+    /// `/v1/downloads/{id}/limit` (PUT) and `/v1/downloads/{id}/history` (GET).
     private func download(_ method: HTTPMethod, _ text: String, _ verb: String?, _ body: ByteBuffer) async -> Reply {
         guard let verb else {
             guard method == .DELETE else { return Self.wrongMethod(method, allowed: "DELETE") }
             guard let id = Self.id(text) else { return Self.noDownload(text) }
             return await queueCall(id) { () async throws(QueueControlError) in try await self.queue.remove(id); return .done }
         }
-        guard ["pause", "resume", "cancel", "move"].contains(verb) else {
-            return .failure(.notFound, "no such path: /v1/downloads/\(Self.shown(text))/\(Self.shown(verb))")
+        let allowed: HTTPMethod
+        switch verb {
+        case "pause", "resume", "cancel", "move": allowed = .POST
+        case "limit": allowed = .PUT
+        case "history": allowed = .GET
+        default: return .failure(.notFound, "no such path: /v1/downloads/\(Self.shown(text))/\(Self.shown(verb))")
         }
-        guard method == .POST else { return Self.wrongMethod(method, allowed: "POST") }
+        guard method == allowed else { return Self.wrongMethod(method, allowed: allowed.rawValue) }
         guard let id = Self.id(text) else { return Self.noDownload(text) }
         return await command(verb, id, body)
     }
@@ -103,7 +119,14 @@ extension ControlServer {
         let queue = queue
         switch verb {
         case "pause": return await queueCall(id) { () async throws(QueueControlError) in try await queue.pause(id); return .done }
-        case "resume": return await queueCall(id) { () async throws(QueueControlError) in try await queue.resume(id); return .done }
+        case "resume":
+            return await queueCall(id) { () async throws(QueueControlError) in Reply(.ok, Wire.Resumed(displaced: try await queue.resume(id))) }
+        case "limit":
+            let limit: Int64?
+            do { limit = try Self.limit(body) } catch { return .failure(.badRequest, error.description) }
+            return await queueCall(id) { () async throws(QueueControlError) in try await queue.setLimit(limit, for: id); return .done }
+        case "history":
+            return await queueCall(id) { () async throws(QueueControlError) in Reply(.ok, try await queue.history(id).map(Wire.HistoryLine.init)) }
         case "cancel": return await queueCall(id) { () async throws(QueueControlError) in try await queue.cancel(id); return .done }
         default:
             let move: Wire.Move
@@ -169,6 +192,13 @@ extension ControlServer {
         } catch {
             throw BadBody(description: "the body is not valid JSON")
         }
+    }
+
+    /// The limit of a `{"limit": N}` body, checked: nil for none (null or 0).
+    static func limit(_ body: ByteBuffer) throws(BadBody) -> Int64? {
+        let limit: Wire.Limit = try decode(body)
+        if let problem = QueueLimits.rateProblem(limit.limit, "limit") { throw BadBody(description: problem) }
+        return QueueLimits.rate(limit.limit)
     }
 
     private static func id(_ text: String) -> DownloadID? {

@@ -3,8 +3,8 @@ import Foundation
 
 /// One line of `GET /v1/events`: the whole queue first, then what changed since the line before.
 ///
-/// `{"type":"snapshot","downloads":[…],"max_active":3,"unsaved":null}`, then
-/// `{"type":"changes","downloads":[rows that changed],"removed":[ids],"order":[ids],"max_active":3,"unsaved":null}`
+/// `{"type":"snapshot","downloads":[…],"max_active":3,"unsaved":null,"limit":null}`, then
+/// `{"type":"changes","downloads":[rows that changed],"removed":[ids],"order":[ids],"max_active":3,"unsaved":null,"limit":null}`
 /// with `order` only when the queue's order changed (a download added, moved or removed).
 struct EventLine: Sendable, Hashable, Codable {
     enum Kind: String, Sendable, Hashable, Codable {
@@ -20,15 +20,20 @@ struct EventLine: Sendable, Hashable, Codable {
     var order: [DownloadID]?
     /// The download directory's free space and floor (`SessionSnapshot.space`).
     var space: DiskReading?
+    /// The limit on every transfer together, bytes per second (`SessionSnapshot.limit`); null for none.
+    var limit: Int64?
 
     private enum CodingKeys: String, CodingKey {
-        case type, downloads, unsaved, removed, order, space
+        case type, downloads, unsaved, removed, order, space, limit
         case maxActive = "max_active"
     }
 
     /// The whole queue.
     static func snapshot(_ snapshot: SessionSnapshot) -> EventLine {
-        EventLine(type: .snapshot, downloads: snapshot.downloads, maxActive: snapshot.maxActive, unsaved: snapshot.unsaved, space: snapshot.space)
+        EventLine(
+            type: .snapshot, downloads: snapshot.downloads, maxActive: snapshot.maxActive, unsaved: snapshot.unsaved, space: snapshot.space,
+            limit: snapshot.limit
+        )
     }
 
     /// What changed from `old` to `new`; nil when nothing did.
@@ -37,9 +42,10 @@ struct EventLine: Sendable, Hashable, Codable {
         let removed = old.downloads.map(\.id).filter { new[$0] == nil }
         let order = new.downloads.map(\.id)
         let reordered = order != old.downloads.map(\.id)
-        guard !changed.isEmpty || reordered || new.maxActive != old.maxActive || new.unsaved != old.unsaved || new.space != old.space else { return nil }
+        guard !changed.isEmpty || reordered || new.maxActive != old.maxActive || new.unsaved != old.unsaved || new.space != old.space
+            || new.limit != old.limit else { return nil }
         return EventLine(type: .changes, downloads: changed, maxActive: new.maxActive, unsaved: new.unsaved,
-                         removed: removed, order: reordered ? order : nil, space: new.space)
+                         removed: removed, order: reordered ? order : nil, space: new.space, limit: new.limit)
     }
 
     /// The queue this line describes: the line's own for a snapshot, else `previous` with the changes.
@@ -48,6 +54,7 @@ struct EventLine: Sendable, Hashable, Codable {
             var snapshot = SessionSnapshot(downloads: downloads, maxActive: maxActive)
             snapshot.unsaved = unsaved
             snapshot.space = space
+            snapshot.limit = limit
             return snapshot
         }
         var rows = Dictionary(previous.downloads.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
@@ -59,6 +66,7 @@ struct EventLine: Sendable, Hashable, Codable {
         var snapshot = SessionSnapshot(downloads: ids.compactMap { rows[$0] }, maxActive: maxActive)
         snapshot.unsaved = unsaved
         snapshot.space = space
+        snapshot.limit = limit
         return snapshot
     }
 
@@ -72,6 +80,8 @@ struct EventLine: Sendable, Hashable, Codable {
         try container.encodeIfPresent(removed, forKey: .removed)
         try container.encodeIfPresent(order, forKey: .order)
         try container.encodeIfPresent(space, forKey: .space)
+        // Null when there is none, like `unsaved`: a client must see a limit go away.
+        try container.encode(limit, forKey: .limit)
     }
 }
 
@@ -95,6 +105,72 @@ enum Wire {
 
         private enum CodingKeys: String, CodingKey {
             case maxActive = "max_active"
+        }
+    }
+
+    /// `{"limit": 204800}`, `{"limit": null}` or `{"limit": 0}` (none): the key must be there.
+    struct Limit: Codable {
+        var limit: Int64?
+
+        private enum CodingKeys: String, CodingKey {
+            case limit
+        }
+
+        init(limit: Int64?) {
+            self.limit = limit
+        }
+
+        init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            guard container.contains(.limit) else {
+                throw DecodingError.keyNotFound(CodingKeys.limit, .init(codingPath: [], debugDescription: "limit"))
+            }
+            limit = try container.decodeIfPresent(Int64.self, forKey: .limit)
+        }
+
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(limit, forKey: .limit)
+        }
+    }
+
+    /// The answer to a resume: `{"ok": true}`, with `"displaced": ID` when a running download went
+    /// back to queued to make room.
+    struct Resumed: Codable {
+        var ok = true
+        var displaced: DownloadID?
+    }
+
+    /// The answer to `POST /v1/clear-completed`: how many rows went.
+    struct Cleared: Codable {
+        var cleared: Int
+    }
+
+    /// One history entry: `{"id": 3, "time": "2026-11-24T10:00:00.125Z", "kind": "response", "text": "HTTP 206 …"}`.
+    struct HistoryLine: Codable {
+        var id: DownloadID
+        var time: String
+        var kind: String
+        var text: String
+
+        init(_ entry: HistoryEntry) {
+            id = entry.download
+            time = Self.formatter().string(from: entry.time)
+            kind = entry.kind.rawValue
+            text = entry.text
+        }
+
+        /// The entry; nil for a line this version cannot read (a kind a newer haul wrote).
+        var entry: HistoryEntry? {
+            guard let kind = HistoryEntry.Kind(rawValue: kind), let date = Self.formatter().date(from: time) else { return nil }
+            return HistoryEntry(download: id, time: date, kind: kind, text: text)
+        }
+
+        /// ISO 8601 in UTC with milliseconds (one per call: the formatter is not `Sendable`).
+        private static func formatter() -> ISO8601DateFormatter {
+            let formatter = ISO8601DateFormatter()
+            formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+            return formatter
         }
     }
 

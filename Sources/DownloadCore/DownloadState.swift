@@ -49,6 +49,16 @@ public enum DownloadState: Sendable, Hashable, Codable {
 }
 
 extension DownloadState {
+    /// What a retry whose time came says while it waits for a free slot (it stays `waiting`, its
+    /// time past, and takes the next free slot before the queued downloads below it).
+    public static let retryDueWords = "retry due: waits for a free slot"
+
+    /// Whether this is a retry whose time came by `now`: it waits for a free slot.
+    public func isRetryDue(at now: Date) -> Bool {
+        if case .waiting(let until, _) = self { return until <= now }
+        return false
+    }
+
     /// Why the download waits or failed, in the row's words; nil for the other states.
     public var reason: String? {
         switch self {

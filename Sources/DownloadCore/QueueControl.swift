@@ -47,11 +47,17 @@ public struct QueueRequest: Sendable, Hashable, Codable {
     public var url: URL
     public var destination: Destination
     public var options: RequestOptions
+    /// The download's own speed limit in bytes per second (`--limit-rate-each`); nil for none.
+    ///
+    /// A request that joins a download already in the queue never changes its limit silently: a
+    /// download without one adopts it (and its history says so), one with another is refused.
+    public var limit: Int64?
 
-    public init(url: URL, destination: Destination, options: RequestOptions = RequestOptions()) {
+    public init(url: URL, destination: Destination, options: RequestOptions = RequestOptions(), limit: Int64? = nil) {
         self.url = url
         self.destination = destination
         self.options = options
+        self.limit = limit
     }
 }
 

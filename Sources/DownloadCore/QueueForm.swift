@@ -7,6 +7,25 @@ public enum QueueLimits {
     public static let maxActive = 1...32
     /// Connections per file, like aria2c's `-x` (whose limit is 16).
     public static let connections = 1...16
+    /// The lowest speed limit, in bytes per second: below 1 KiB/s a single network read would take
+    /// over a minute to pay for.
+    public static let minimumRate: Int64 = 1024
+
+    /// Why `bytesPerSecond` cannot be a speed limit, in one sentence; nil when it can (nil and 0
+    /// mean none).
+    public static func rateProblem(_ bytesPerSecond: Int64?, _ name: String) -> String? {
+        guard let bytesPerSecond, bytesPerSecond != 0 else { return nil }
+        guard bytesPerSecond >= minimumRate else {
+            return "\(name) must be at least \(minimumRate) bytes a second (1K), or 0 for none"
+        }
+        return nil
+    }
+
+    /// A limit as the queue keeps it: nil for none (0 says none too).
+    public static func rate(_ bytesPerSecond: Int64?) -> Int64? {
+        guard let bytesPerSecond, bytesPerSecond > 0 else { return nil }
+        return bytesPerSecond
+    }
 }
 
 /// What a control socket client asks to queue: the body of `POST /v1/downloads`.
@@ -24,9 +43,11 @@ public struct QueueForm: Sendable, Hashable, Codable {
     /// `sha-256=HEX` or `sha-512=HEX`, for a single URL.
     public var checksum: String?
     public var connections: Int?
+    /// Each download's own speed limit in bytes per second (`--limit-rate-each`); 0 or null for none.
+    public var limit: Int64?
 
     public init(url: String? = nil, urls: [String]? = nil, dir: String? = nil, output: String? = nil,
-                headers: [String]? = nil, checksum: String? = nil, connections: Int? = nil) {
+                headers: [String]? = nil, checksum: String? = nil, connections: Int? = nil, limit: Int64? = nil) {
         self.url = url
         self.urls = urls
         self.dir = dir
@@ -34,6 +55,7 @@ public struct QueueForm: Sendable, Hashable, Codable {
         self.headers = headers
         self.checksum = checksum
         self.connections = connections
+        self.limit = limit
     }
 
     /// Why a form cannot be queued, in one sentence.
@@ -71,6 +93,8 @@ public struct QueueForm: Sendable, Hashable, Codable {
             }
             options.connections = connections
         }
+        if let problem = QueueLimits.rateProblem(limit, "limit") { throw Invalid(problem) }
+        let limit = QueueLimits.rate(limit)
         if let checksum {
             guard parsed.count == 1 else { throw Invalid("checksum checks a single URL; give one URL with it") }
             do {
@@ -87,12 +111,12 @@ public struct QueueForm: Sendable, Hashable, Codable {
         case (.some(let dir), nil):
             let path = try Self.absolute(dir, "dir")
             if let problem = LocalDirectory.problem(path) { throw Invalid(problem) }
-            return parsed.map { QueueRequest(url: $0, destination: .directory(path), options: options) }
+            return parsed.map { QueueRequest(url: $0, destination: .directory(path), options: options, limit: limit) }
         case (nil, .some(let output)):
             guard parsed.count == 1 else { throw Invalid("output takes a single URL; use dir for several") }
             let path = try Self.absolute(output, "output")
             if let problem = LocalDirectory.outputProblem(path, option: "output") { throw Invalid(problem) }
-            return [QueueRequest(url: parsed[0], destination: .file(path), options: options)]
+            return [QueueRequest(url: parsed[0], destination: .file(path), options: options, limit: limit)]
         }
     }
 

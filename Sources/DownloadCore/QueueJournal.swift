@@ -7,6 +7,18 @@ import Foundation
 public protocol QueueJournal: Sendable {
     /// Writes the changes in one transaction, or throws and writes nothing.
     func commit(_ changes: QueueChanges) throws
+    /// Whether `commit` keeps `QueueChanges.history` for `history(_:)` to read back; a journal that
+    /// does not leaves the session to keep its run's entries in memory.
+    var keepsHistory: Bool { get }
+    /// One download's stored history, oldest first (its last `HistoryEntry.keptPerDownload`); with
+    /// nil, the queue's latest `HistoryEntry.recentLimit` entries, oldest first.
+    func history(_ id: DownloadID?) throws -> [HistoryEntry]
+}
+
+extension QueueJournal {
+    public var keepsHistory: Bool { false }
+
+    public func history(_ id: DownloadID?) throws -> [HistoryEntry] { [] }
 }
 
 /// A commit the journal could not make, said in the project's words.
@@ -35,10 +47,26 @@ public struct QueueChanges: Sendable, Hashable {
     /// Saved downloads whose checkpoint was taken without an fsync (`--no-fsync`): the bytes were
     /// written, not synced, so after a reboot they are not trusted.
     public var unsynced: Set<DownloadID> = []
+    /// What happened to downloads since the last commit, oldest first: appended to each one's
+    /// history, which keeps its last `HistoryEntry.keptPerDownload` (entries of a download that is
+    /// not in the queue are dropped).
+    public var history: [HistoryEntry] = []
+    /// The queue's limit on all transfers together, when it changed: remembered for the next run.
+    public var limit: LimitSetting?
+
+    /// A new value of the queue's global speed limit.
+    public struct LimitSetting: Sendable, Hashable {
+        /// Bytes per second; nil for none.
+        public var bytesPerSecond: Int64?
+
+        public init(_ bytesPerSecond: Int64?) {
+            self.bytesPerSecond = bytesPerSecond
+        }
+    }
 
     public init() {}
 
-    public var isEmpty: Bool { saved.isEmpty && positions.isEmpty && removed.isEmpty }
+    public var isEmpty: Bool { saved.isEmpty && positions.isEmpty && removed.isEmpty && history.isEmpty && limit == nil }
 }
 
 /// A queue as the journal last committed it.

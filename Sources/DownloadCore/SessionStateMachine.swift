@@ -26,10 +26,12 @@ public struct SessionStateMachine: Sendable {
         public var startsTransfers: Bool
         /// The ends of a download that have a hook (`--on-complete`, `--on-fail`) in this run.
         public var hooks: Set<HookEvent>
+        /// The limit on every transfer together, in bytes per second (`--limit-rate`); nil for none.
+        public var limit: Int64?
 
         public init(
             maxActive: Int = 3, maxTries: Int = 20, maxProtocolTries: Int = 3, backoff: Backoff = .standard, startsTransfers: Bool = true,
-            hooks: Set<HookEvent> = []
+            hooks: Set<HookEvent> = [], limit: Int64? = nil
         ) {
             self.maxActive = maxActive
             self.maxTries = maxTries
@@ -37,6 +39,7 @@ public struct SessionStateMachine: Sendable {
             self.backoff = backoff
             self.startsTransfers = startsTransfers
             self.hooks = hooks
+            self.limit = QueueLimits.rate(limit)
         }
     }
 
@@ -51,6 +54,8 @@ public struct SessionStateMachine: Sendable {
         public var url: URL
         public var partPath: String
         public var options: RequestOptions = RequestOptions()
+        /// The download's own speed limit (bytes per second), beside the queue's; nil for none.
+        public var limit: Int64?
     }
 
     /// What the owner must do, in order.
@@ -174,6 +179,23 @@ public struct SessionStateMachine: Sendable {
     /// The hook run each download expects to hear from; a report with another token is stale (the
     /// download was retried, fetched again or cancelled while its hook ran).
     private var hookTokens: [DownloadID: UInt64] = [:]
+    /// `waiting` downloads whose retry time came while no slot was free: they stay `waiting` (the
+    /// row says why) and take the next free slot in queue order, like a queued download.
+    private var dueRetries: Set<DownloadID> = []
+    /// Downloads whose running attempt a person started (a resume that means now): never sent back
+    /// to queued to make room for another person's resume.
+    private var startedByPerson: Set<DownloadID> = []
+    /// Downloads a person resumed while every running download was a person's too: they start at
+    /// the next free slot, before anything else queued, oldest request first.
+    private var firstInLine: [DownloadID] = []
+    /// What happened to downloads since the owner last took it (`takeHistory`), oldest first.
+    private var pendingHistory: [PendingEntry] = []
+
+    private struct PendingEntry: Sendable {
+        var download: DownloadID
+        var kind: HistoryEntry.Kind
+        var text: String
+    }
     private var nextID: Int64 = 1
     private var nextAttempt: UInt64 = 1
     private var nextToken: UInt64 = 1
@@ -196,7 +218,24 @@ public struct SessionStateMachine: Sendable {
     public var snapshot: SessionSnapshot {
         var snapshot = SessionSnapshot(downloads: all, maxActive: configuration.maxActive)
         snapshot.space = space
+        snapshot.limit = configuration.limit
         return snapshot
+    }
+
+    /// What happened since the last call, as entries stamped `time` (the owner's clock: the machine
+    /// reads none), oldest first; entries of downloads no longer in the queue are left out.
+    public mutating func takeHistory(at time: Date) -> [HistoryEntry] {
+        guard !pendingHistory.isEmpty else { return [] }
+        defer { pendingHistory = [] }
+        return pendingHistory.compactMap { entry in
+            guard downloads[entry.download] != nil else { return nil }
+            return HistoryEntry(download: entry.download, time: time, kind: entry.kind, text: entry.text)
+        }
+    }
+
+    /// Records that `kind` happened to `id`, in `text` (haul's words).
+    private mutating func note(_ id: DownloadID, _ kind: HistoryEntry.Kind, _ text: String) {
+        pendingHistory.append(PendingEntry(download: id, kind: kind, text: text))
     }
 
     /// What describes the bytes in the part file of an attempt's download.
@@ -279,10 +318,16 @@ public struct SessionStateMachine: Sendable {
     ///
     /// With `hold`, the download is queued but not started (`haul add`: the queue is edited while
     /// no process runs it).
+    ///
+    /// `limit` is the download's own speed limit (nil: none asked). A download joined keeps its
+    /// limit: it adopts the request's when it had none (its history says so), and a request asking
+    /// for another one is refused, so that no requester lowers or raises it unseen.
     public mutating func schedule(
-        url: URL, destination: Destination, options: RequestOptions = RequestOptions(), hold: Bool = false
+        url: URL, destination: Destination, options: RequestOptions = RequestOptions(), limit: Int64? = nil, hold: Bool = false
     ) throws(TransitionError) -> (DownloadID, [Action]) {
         let key = url.coalescingKey
+        if let problem = QueueLimits.rateProblem(limit, "the limit") { throw .invalidArgument(problem) }
+        let limit = QueueLimits.rate(limit)
         if let existing = (byKey[key] ?? []).first(where: { id in
             guard let state = downloads[id]?.state else { return false }
             return state.isPending || state == .paused || isFailed(state)
@@ -290,12 +335,24 @@ public struct SessionStateMachine: Sendable {
             if let checksum = options.checksum, let current = download.options.checksum, current != checksum {
                 throw .invalidArgument("download \(existing) of this URL is already checked against \(current)")
             }
+            if let limit, let current = download.limit, current != limit {
+                throw .invalidArgument(
+                    "download \(existing) of this URL is already limited to \(Format.speed(Double(current))) (asked: \(Format.speed(Double(limit)))): change its limit instead"
+                )
+            }
+            var joined = "asked for again"
             if download.destination != destination, !download.extraDestinations.contains(destination) {
                 try checkDestinationFree(destination, ignoring: existing)
                 download.extraDestinations.append(destination)
+                joined = "asked for again, also for \(Self.words(destination))"
             }
             if download.options.checksum == nil, let checksum = options.checksum {
                 download.options.checksum = checksum
+            }
+            note(existing, .added, joined)
+            if download.limit == nil, let limit {
+                download.limit = limit
+                note(existing, .setting, "limited to \(Format.speed(Double(limit))) by a request that joined it")
             }
             if download != downloads[existing] { downloads[existing] = download }
             var actions: [Action] = []
@@ -311,7 +368,9 @@ public struct SessionStateMachine: Sendable {
         nextID += 1
         var download = Download(id: id, url: url, destination: destination, partPath: partPath(for: url, destination: destination))
         download.options = options
+        download.limit = limit
         downloads[id] = download
+        note(id, .added, "added for \(Self.words(destination))" + (limit.map { ", at most \(Format.speed(Double($0)))" } ?? ""))
         order.append(id)
         byKey[key, default: []].append(id)
         if hold {
@@ -323,6 +382,11 @@ public struct SessionStateMachine: Sendable {
 
     /// Stops a download and keeps its bytes. Pausing a paused download does nothing.
     public mutating func pause(_ id: DownloadID) throws(TransitionError) -> [Action] {
+        try pause(id, history: "paused")
+    }
+
+    /// `pause`, saying in the download's history why (`history`; nil: said by the caller).
+    private mutating func pause(_ id: DownloadID, history: String?) throws(TransitionError) -> [Action] {
         var download = try existing(id)
         var actions: [Action] = []
         switch download.state {
@@ -336,45 +400,39 @@ public struct SessionStateMachine: Sendable {
         case .queued, .waiting, .waitingForSpace:
             retryTokens[id] = nil
             spaceWaits[id] = nil
+            dueRetries.remove(id)
         case .downloading:
             if let attempt = running.removeValue(forKey: id) {
                 actions.append(.stopTransfer(id, attempt))
             }
+            startedByPerson.remove(id)
             download.bytesPerSecond = 0
         case .completed, .failed, .cancelled:
             throw .illegal(id, state: download.state.word, intent: "pause")
         }
         held.remove(id)
+        firstInLine.removeAll { $0 == id }
         download.state = .paused
         download.pausedByShutdown = false
         downloads[id] = download
+        if let history { note(id, .paused, history) }
         return actions + startEligible()
     }
 
-    /// Puts a paused download back in the queue, retries a failed one, or cuts a wait short.
+    /// Puts a paused download back in the queue, retries a failed one, or cuts a wait short; it
+    /// starts in queue order (see `resumeNow` for a person's resume).
     ///
     /// With `hold`, it goes back to `queued` but does not start (the queue is edited while no
     /// process runs it).
     public mutating func resume(_ id: DownloadID, hold: Bool = false) throws(TransitionError) -> [Action] {
-        var download = try existing(id)
+        let download = try existing(id)
         switch download.state {
         case .queued, .downloading:
             // A held download is queued but out of the running: resuming it lets it run.
             guard !hold, held.remove(id) != nil else { return [] }
             return startEligible()
         case .paused, .failed, .waiting, .waitingForSpace:
-            retryTokens[id] = nil
-            spaceWaits[id] = nil
-            // A person's resume means try now, even on a disk last seen low: the transfer looks at
-            // the disk before any request and says why it waits, with today's figures.
-            filesystems[id] = nil
-            protocolErrors[id] = nil
-            download.failedAttempts = 0
-            download.pausedByShutdown = false
-            // A retry starts a new ending: the failure's hook (run or not) is history.
-            forgetHook(&download)
-            download.state = .queued
-            downloads[id] = download
+            requeue(id)
             if hold {
                 held.insert(id)
                 return []
@@ -384,6 +442,74 @@ public struct SessionStateMachine: Sendable {
         case .completed, .cancelled:
             throw .illegal(id, state: download.state.word, intent: "resume")
         }
+    }
+
+    /// A paused, failed or waiting download back to `queued`, with a new count of tries.
+    private mutating func requeue(_ id: DownloadID) {
+        guard var download = downloads[id] else { return }
+        retryTokens[id] = nil
+        spaceWaits[id] = nil
+        dueRetries.remove(id)
+        // A person's resume means try now, even on a disk last seen low: the transfer looks at
+        // the disk before any request and says why it waits, with today's figures.
+        filesystems[id] = nil
+        protocolErrors[id] = nil
+        download.failedAttempts = 0
+        download.pausedByShutdown = false
+        // A retry starts a new ending: the failure's hook (run or not) is history.
+        forgetHook(&download)
+        download.state = .queued
+        downloads[id] = download
+    }
+
+    /// A person's resume (or retry now): the download takes a slot at once, wherever it is in the
+    /// queue.
+    ///
+    /// When no slot is free, the lowest running download (in queue order) that the queue started
+    /// by itself goes back to `queued` with its bytes (stopped like a pause, checkpointed, resumed
+    /// later with `Range` and `If-Range`) and is returned as `displaced`. When every running
+    /// download was started by a person, this one stays queued and takes the next free slot,
+    /// before everything else queued. A running download stays as it is.
+    public mutating func resumeNow(_ id: DownloadID) throws(TransitionError) -> (actions: [Action], displaced: DownloadID?) {
+        let download = try existing(id)
+        switch download.state {
+        case .downloading:
+            return ([], nil)
+        case .completed, .cancelled:
+            throw .illegal(id, state: download.state.word, intent: "resume")
+        case .queued:
+            held.remove(id)
+            // Now, even on a disk last seen low: the transfer looks before any request.
+            filesystems[id] = nil
+        case .paused, .failed, .waiting, .waitingForSpace:
+            held.remove(id)
+            requeue(id)
+        }
+        guard configuration.startsTransfers else { return ([], nil) }
+        var actions: [Action] = []
+        var displaced: DownloadID?
+        if running.count + placing.count >= configuration.maxActive,
+           let lowest = order.last(where: { running[$0] != nil && !startedByPerson.contains($0) }),
+           let attempt = running.removeValue(forKey: lowest), var stopped = downloads[lowest] {
+            actions.append(.stopTransfer(lowest, attempt))
+            speedMeters[lowest] = nil
+            stopped.state = .queued
+            stopped.bytesPerSecond = 0
+            stopped.connecting = false
+            downloads[lowest] = stopped
+            note(lowest, .paused, "back to queued with its bytes, to make room for download \(id) (resumed by a person)")
+            displaced = lowest
+        }
+        if running.count + placing.count < configuration.maxActive {
+            firstInLine.removeAll { $0 == id }
+            if let start = start(id) {
+                startedByPerson.insert(id)
+                actions.append(start)
+            }
+        } else if !firstInLine.contains(id) {
+            firstInLine.append(id)
+        }
+        return (actions + startEligible(), displaced)
     }
 
     /// Stops a download and deletes its partial data: the only intent that throws bytes away.
@@ -405,12 +531,15 @@ public struct SessionStateMachine: Sendable {
         retryTokens[id] = nil
         spaceWaits[id] = nil
         protocolErrors[id] = nil
+        dueRetries.remove(id)
         held.remove(id)
+        firstInLine.removeAll { $0 == id }
         forgetHook(&download)
         download.state = .cancelled
         download.bytesOnDisk = 0
         download.bytesPerSecond = 0
         downloads[id] = download
+        note(id, .cancelled, "cancelled: its partial data deleted")
         actions.append(.deletePartFile(id, path: download.partPath))
         return actions + startEligible()
     }
@@ -425,14 +554,38 @@ public struct SessionStateMachine: Sendable {
         guard download.state != .completed || !download.completedPaths.isEmpty else {
             throw .illegal(id, state: "being placed", intent: "remove")
         }
+        forget(download)
+        order.removeAll { $0 == id }
+    }
+
+    /// Forgets every completed download at once (files stay, as `remove` of each would leave
+    /// them); a completed download whose file is still being placed stays. Returns those forgotten.
+    public mutating func clearCompleted() -> [DownloadID] {
+        let cleared = order.filter { id in
+            guard let download = downloads[id] else { return false }
+            return download.state == .completed && !download.completedPaths.isEmpty
+        }
+        guard !cleared.isEmpty else { return [] }
+        for id in cleared {
+            if let download = downloads[id] { forget(download) }
+        }
+        // One pass over the order, not one per row: a queue may hold thousands of finished rows.
+        let gone = Set(cleared)
+        order.removeAll { gone.contains($0) }
+        return cleared
+    }
+
+    /// Drops `download` from everything but `order` (the caller's).
+    private mutating func forget(_ download: Download) {
+        let id = download.id
         downloads[id] = nil
         protocolErrors[id] = nil
         hookTokens[id] = nil
-        order.removeAll { $0 == id }
         byKey[download.url.coalescingKey]?.removeAll { $0 == id }
         latestAttempt[id] = nil
         speedMeters[id] = nil
         filesystems[id] = nil
+        startedByPerson.remove(id)
     }
 
     /// Pauses everything that is queued, downloading or waiting.
@@ -440,7 +593,7 @@ public struct SessionStateMachine: Sendable {
         var actions: [Action] = []
         // Lowest priority first, so that no freed slot starts a download that is about to be paused.
         for id in order.reversed() where downloads[id]?.state.isPending == true {
-            actions += (try? pause(id)) ?? []
+            actions += (try? pause(id, history: "paused (pause all)")) ?? []
         }
         return actions
     }
@@ -451,7 +604,7 @@ public struct SessionStateMachine: Sendable {
     public mutating func stopAll() -> [Action] {
         var actions: [Action] = []
         for id in order.reversed() where downloads[id]?.state.isPending == true && !held.contains(id) {
-            actions += (try? pause(id)) ?? []
+            actions += (try? pause(id, history: "paused by the queue's shutdown: resumes when haul next runs the queue")) ?? []
             downloads[id]?.pausedByShutdown = true
         }
         return actions
@@ -492,6 +645,7 @@ public struct SessionStateMachine: Sendable {
         download.pausedByShutdown = false
         download.lastError = "\(why): \(Format.bytes(freed)) of partial data discarded; resuming fetches it from zero"
         downloads[id] = download
+        note(id, .paused, download.lastError ?? why)
         return (.deletePartFile(id, path: download.partPath), freed)
     }
 
@@ -512,6 +666,9 @@ public struct SessionStateMachine: Sendable {
             guard let download = downloads[id] else { return nil }
             switch download.state {
             case .downloading where !placing.contains(id), .queued, .waitingForSpace:
+                return (id, download.partPath)
+            // Due: it starts at the next free slot, unless its file system is low.
+            case .waiting where dueRetries.contains(id):
                 return (id, download.partPath)
             case .paused where includePaused && download.bytesOnDisk > 0:
                 return (id, download.partPath)
@@ -559,6 +716,7 @@ public struct SessionStateMachine: Sendable {
             actions.append(.stopTransfer(id, attempt))
             wait(&download, .belowFloor, reading)
             downloads[id] = download
+            note(id, .waiting, download.state.reason ?? "waiting for disk space")
             changed = true
         }
         var purged: [(DownloadID, Int64)] = []
@@ -691,8 +849,36 @@ public struct SessionStateMachine: Sendable {
             }
             downloads[id]?.state = .queued
             downloads[id]?.bytesPerSecond = 0
+            note(id, .paused, "back to queued with its bytes: \(count) may run at once")
         }
         return actions + startEligible()
+    }
+
+    // MARK: Speed limits
+
+    /// Sets the limit on every transfer together (nil or 0: none). Running downloads note it.
+    public mutating func setLimit(_ bytesPerSecond: Int64?) throws(TransitionError) {
+        if let problem = QueueLimits.rateProblem(bytesPerSecond, "the limit") { throw .invalidArgument(problem) }
+        let limit = QueueLimits.rate(bytesPerSecond)
+        guard limit != configuration.limit else { return }
+        configuration.limit = limit
+        let words = limit.map { "all downloads together limited to \(Format.speed(Double($0)))" } ?? "the limit on all downloads together removed"
+        for id in order where running[id] != nil { note(id, .setting, words) }
+    }
+
+    /// Sets one download's own limit (nil or 0: none), beside the queue's: a transfer goes no
+    /// faster than the lower of the two. A completed or cancelled download has nothing to limit.
+    public mutating func setLimit(_ bytesPerSecond: Int64?, for id: DownloadID) throws(TransitionError) {
+        var download = try existing(id)
+        if download.state == .completed || download.state == .cancelled {
+            throw .illegal(id, state: download.state.word, intent: "limit")
+        }
+        if let problem = QueueLimits.rateProblem(bytesPerSecond, "the limit") { throw .invalidArgument(problem) }
+        let limit = QueueLimits.rate(bytesPerSecond)
+        guard limit != download.limit else { return }
+        download.limit = limit
+        downloads[id] = download
+        note(id, .setting, limit.map { "limited to \(Format.speed(Double($0)))" } ?? "its own limit removed")
     }
 
     // MARK: Transfer events
@@ -705,6 +891,12 @@ public struct SessionStateMachine: Sendable {
     /// whose bytes are gone, ignores it.
     public mutating func transferResponded(_ id: DownloadID, attempt: AttemptID, info: ResponseInfo) {
         guard var download = downloads[id], download.state != .cancelled else { return }
+        note(id, .response, Self.words(info))
+        switch info.disposition {
+        case .fresh: break
+        case .restarted(let reason): note(id, .restarted, "restarted from zero: \(reason)")
+        case .resumed(let offset, let verified): note(id, .resumed, Self.resumeWords(offset, verified: verified, overlap: info.checkedByOverlap))
+        }
         if running[id] == attempt { download.connecting = false }
         download.lastStatus = info.status
         download.finalURL = info.finalURL
@@ -725,6 +917,12 @@ public struct SessionStateMachine: Sendable {
             download.bytesOnDisk = offset
         }
         downloads[id] = download
+    }
+
+    /// The attempt sent its first request (`start`: what it asked for); notes it in the history.
+    public mutating func transferBegan(_ id: DownloadID, attempt: AttemptID, _ start: AttemptStart) {
+        guard latestAttempt[id] == attempt, downloads[id] != nil else { return }
+        note(id, .started, Self.words(start))
     }
 
     /// Bytes on disk of a running attempt, sampled at `time` on a monotonic clock (seconds).
@@ -797,6 +995,7 @@ public struct SessionStateMachine: Sendable {
         download.bytesOnDisk = bytesOnDisk
         download.bytesPerSecond = 0
         download.connections = 0
+        startedByPerson.remove(id)
         var actions: [Action] = []
         switch outcome {
         case .completed:
@@ -838,14 +1037,21 @@ public struct SessionStateMachine: Sendable {
         case .cannotWrite(let reason):
             download.lastError = reason
             download.state = .paused
+            note(id, .error, reason)
+            note(id, .paused, "paused: the part file cannot be written")
         case .noSpace(let shortage, let reading):
             if let reading { filesystems[id] = reading.filesystem }
             wait(&download, shortage, reading)
+            note(id, .waiting, download.state.reason ?? "waiting for disk space")
         case .stopped:
             download.lastError = "interrupted"
             download.state = .paused
+            note(id, .paused, "interrupted")
         }
-        if case .failed = download.state, let hook = endHook(&download, .fail) { actions.append(hook) }
+        if case .failed(let reason) = download.state {
+            note(id, .failed, reason)
+            if let hook = endHook(&download, .fail) { actions.append(hook) }
+        }
         downloads[id] = download
         return actions + startEligible()
     }
@@ -858,15 +1064,25 @@ public struct SessionStateMachine: Sendable {
         nextToken += 1
         retryTokens[download.id] = token
         download.state = .waiting(until: until, reason: reason)
+        note(download.id, .waiting, "retry in \(Format.duration(delay)): \(reason)")
         return .scheduleRetry(download.id, token: token, at: until)
     }
 
     /// A retry timer fired; a stale token (the download was paused, resumed or cancelled since) does nothing.
+    ///
+    /// The retry is due: it takes the next free slot in queue order, before queued downloads below
+    /// it. While none is free it stays `waiting` with its time (now past) and reason, so the row
+    /// says what it waits for, instead of passing for a download that never started.
     public mutating func retryTimerFired(_ id: DownloadID, token: UInt64) -> [Action] {
         guard retryTokens[id] == token, case .waiting = downloads[id]?.state else { return [] }
         retryTokens[id] = nil
-        downloads[id]?.state = .queued
+        dueRetries.insert(id)
         return startEligible()
+    }
+
+    /// Whether `id` is a retry whose time came, waiting for a free slot.
+    public func isDueRetry(_ id: DownloadID) -> Bool {
+        dueRetries.contains(id)
     }
 
     /// The owner placed the finished file at `paths` (the first requester's first), which looked
@@ -878,6 +1094,9 @@ public struct SessionStateMachine: Sendable {
             download.completedStamps = stamps.count == paths.count ? stamps : []
             download.replacing = []
             download.replacingStamps = []
+            if download.state == .completed {
+                note(id, .completed, "completed: \(Format.bytes(download.bytesOnDisk)) at \(paths.first ?? download.destination.path)")
+            }
             // The file is in place: only now is there something for the hook to look at.
             if download.state == .completed, let hook = endHook(&download, .complete) { actions.append(hook) }
             downloads[id] = download
@@ -910,6 +1129,7 @@ public struct SessionStateMachine: Sendable {
         download.state = .queued
         download.lastStatus = nil
         download.failedAttempts = 0
+        note(id, .added, "fetched again: its file changed on disk")
         // Another download may have taken the part file's name since this one completed.
         if downloads.partClaims(download.partPath) > 0 {
             download.partPath = partPath(for: download.url, destination: download.destination)
@@ -934,6 +1154,7 @@ public struct SessionStateMachine: Sendable {
         if var download = downloads[id], download.state == .completed {
             download.state = .failed(reason: reason)
             download.lastError = reason
+            note(id, .failed, reason)
             if let hook = endHook(&download, .fail) { actions.append(hook) }
             downloads[id] = download
         }
@@ -1022,31 +1243,54 @@ public struct SessionStateMachine: Sendable {
         download.totalBytes = info.total
     }
 
-    /// Starts queued downloads in queue order while slots are free.
+    /// Starts downloads while slots are free: those a person resumed first, then queued downloads
+    /// and due retries in queue order.
     private mutating func startEligible() -> [Action] {
-        var active = running.count + placing.count
-        guard configuration.startsTransfers, active < configuration.maxActive, downloads.hasQueued else { return [] }
+        guard configuration.startsTransfers, running.count + placing.count < configuration.maxActive,
+              downloads.hasQueued || !dueRetries.isEmpty else { return [] }
         var actions: [Action] = []
+        while let id = firstInLine.first, running.count + placing.count < configuration.maxActive {
+            firstInLine.removeFirst()
+            guard downloads.isQueued(id), !held.contains(id), let start = start(id) else { continue }
+            startedByPerson.insert(id)
+            actions.append(start)
+        }
         for id in order {
-            guard active < configuration.maxActive else { break }
-            // The index first: a long queue of paused rows is walked without copying a download.
-            guard downloads.isQueued(id), !held.contains(id), var download = downloads[id] else { continue }
+            guard running.count + placing.count < configuration.maxActive else { break }
+            // The indexes first: a long queue of paused rows is walked without copying a download.
+            guard downloads.isQueued(id) || dueRetries.contains(id), !held.contains(id) else { continue }
             // Its file system was under the floor at the last look: it would only stop again.
             if let filesystem = filesystems[id], lowFilesystems[filesystem] != nil { continue }
-            let attempt = AttemptID(rawValue: nextAttempt)
-            nextAttempt += 1
-            download.state = .downloading
-            download.connecting = true
-            downloads[id] = download
-            running[id] = attempt
-            latestAttempt[id] = attempt
-            speedMeters[id] = SpeedMeter()
-            active += 1
-            actions.append(.startTransfer(TransferOrder(
-                id: id, attempt: attempt, url: download.url, partPath: download.partPath, options: download.options
-            )))
+            guard let start = start(id) else { continue }
+            startedByPerson.remove(id)
+            actions.append(start)
         }
         return actions
+    }
+
+    /// Starts an attempt of `id`, queued or a due retry; nil when it is neither.
+    private mutating func start(_ id: DownloadID) -> Action? {
+        guard var download = downloads[id] else { return nil }
+        switch download.state {
+        case .queued: break
+        case .waiting where dueRetries.contains(id): break
+        default:
+            dueRetries.remove(id)
+            return nil
+        }
+        dueRetries.remove(id)
+        retryTokens[id] = nil
+        let attempt = AttemptID(rawValue: nextAttempt)
+        nextAttempt += 1
+        download.state = .downloading
+        download.connecting = true
+        downloads[id] = download
+        running[id] = attempt
+        latestAttempt[id] = attempt
+        speedMeters[id] = SpeedMeter()
+        return .startTransfer(TransferOrder(
+            id: id, attempt: attempt, url: download.url, partPath: download.partPath, options: download.options, limit: download.limit
+        ))
     }
 
     /// Whether the download still owns its part file: everything but completed and cancelled (a failed

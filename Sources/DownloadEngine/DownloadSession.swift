@@ -23,7 +23,8 @@ public actor DownloadSession {
         /// How often bytes are sampled and snapshots published while data flows.
         public var progressInterval: Duration = .milliseconds(100)
         public var userAgent: String = "haul/0.1"
-        /// Bytes per second for every transfer together; nil for no limit.
+        /// Bytes per second for every transfer together; nil for no limit. `setLimit(_:)` changes
+        /// it while transfers run.
         public var limitBytesPerSecond: Int64?
         /// Connections a download usually opens (`--connections`): shares the rate limit.
         public var connections: Int = 1
@@ -65,7 +66,8 @@ public actor DownloadSession {
     private let continuation: AsyncStream<SessionSnapshot>.Continuation
     private let configuration: Configuration
     private let clients: HTTPClients
-    private let limiter: RateLimiter?
+    /// The limit on every transfer together (none until one is set).
+    private let limiter: RateLimiter
     private let hosts = HostConnections()
     private var machine: SessionStateMachine
     private var transfers: [DownloadID: RunningTransfer] = [:]
@@ -134,6 +136,14 @@ public actor DownloadSession {
     private var checkpointing: Set<DownloadID> = []
     /// The snapshot published last.
     private var published = SessionSnapshot(downloads: [], maxActive: 0)
+    /// History entries taken from the machine (stamped when taken), for the next commit.
+    private var historyOutbox: [HistoryEntry] = []
+    /// The history of this run, by download, when the journal keeps none (or there is none).
+    private var historyInMemory: [DownloadID: [HistoryEntry]] = [:]
+    /// The latest of those entries, over every download, oldest first.
+    private var recentInMemory: [HistoryEntry] = []
+    /// The global limit changed since the last commit: the next one stores it.
+    private var limitChanged = false
     /// Why the journal refuses commits, from the first that failed until one succeeds: snapshots
     /// say so, and commits are tried once instead of for seconds (a full disk stays full).
     private var journalFailure: String?
@@ -142,6 +152,8 @@ public actor DownloadSession {
         var attempt: AttemptID
         var task: Task<Void, Never>
         var progress: TransferProgress
+        /// The download's own limit, shared by the attempt's connections: changed live by `setLimit(_:for:)`.
+        var limiter: RateLimiter
     }
 
     /// A session; with a `journal`, every change is committed there before it is published.
@@ -151,12 +163,11 @@ public actor DownloadSession {
         bootID = BootID.current()
         machine = SessionStateMachine(configuration: .init(
             maxActive: max(1, configuration.maxActive), maxTries: max(1, configuration.maxTries), backoff: configuration.backoff,
-            hooks: configuration.hooks.events
+            hooks: configuration.hooks.events, limit: configuration.limitBytesPerSecond
         ))
-        limiter = configuration.limitBytesPerSecond.map(RateLimiter.init(bytesPerSecond:))
+        limiter = RateLimiter(bytesPerSecond: machine.configuration.limit)
         clients = HTTPClients(.init(
             connectTimeout: Self.timeAmount(configuration.connectTimeout),
-            readTimeout: Self.timeAmount(Self.readTimeout(configuration)),
             // Checked by the command line before a session exists; an unreadable file trusts nothing.
             caCertificates: configuration.caCertificatePath.map { path in (try? TrustRoots.load(path)) ?? [] },
             proxies: configuration.proxies
@@ -219,7 +230,7 @@ public actor DownloadSession {
                 }
             }
             do {
-                let (id, more) = try machine.schedule(url: request.url, destination: request.destination, options: request.options)
+                let (id, more) = try machine.schedule(url: request.url, destination: request.destination, options: request.options, limit: request.limit)
                 configuration.logger.info("schedule", metadata: ["id": "\(id)", "url": "\(request.url.redactingPassword)"])
                 ids.append(id)
                 actions += more
@@ -278,9 +289,20 @@ public actor DownloadSession {
         await perform(try machine.pause(id))
     }
 
-    public func resume(_ id: DownloadID) async throws(TransitionError) {
+    /// A person's resume (or retry now): the download takes a slot at once. When none is free,
+    /// the lowest running download the queue started by itself goes back to queued with its bytes
+    /// (stopped and checkpointed like a pause); that download is returned. When every running
+    /// download was started by a person, this one takes the next free slot, before the rest of
+    /// the queue.
+    @discardableResult
+    public func resume(_ id: DownloadID) async throws(TransitionError) -> DownloadID? {
         try checkOpen()
-        await perform(try machine.resume(id))
+        let (actions, displaced) = try machine.resumeNow(id)
+        if let displaced {
+            configuration.logger.notice("back to queued", metadata: ["id": "\(displaced)", "why": "room for \(id), resumed by a person"])
+        }
+        await perform(actions)
+        return displaced
     }
 
     /// Stops the download and deletes its part file; returns once the file is gone.
@@ -296,6 +318,8 @@ public actor DownloadSession {
         retryTimers.removeValue(forKey: id)?.cancel()
         durable[id] = nil
         unsynced.remove(id)
+        historyInMemory[id] = nil
+        recentInMemory.removeAll { $0.download == id }
         await publish().value
     }
 
@@ -333,6 +357,96 @@ public actor DownloadSession {
     public func setMaxActive(_ count: Int) async throws(TransitionError) {
         try checkOpen()
         await perform(try machine.setMaxActive(count))
+    }
+
+    /// Sets the limit on every transfer together (nil or 0: none), at once for running transfers,
+    /// and stores it with the queue for the next run.
+    public func setLimit(_ bytesPerSecond: Int64?) async throws(TransitionError) {
+        try checkOpen()
+        try machine.setLimit(bytesPerSecond)
+        limiter.setRate(machine.configuration.limit)
+        limitChanged = true
+        configuration.logger.notice("limit", metadata: ["bytes_per_second": "\(machine.configuration.limit.map(String.init) ?? "none")"])
+        await publish().value
+    }
+
+    /// Sets one download's own limit (nil or 0: none), at once for its running transfer (every
+    /// connection of it together), stored with it.
+    public func setLimit(_ bytesPerSecond: Int64?, for id: DownloadID) async throws(TransitionError) {
+        try checkOpen()
+        try machine.setLimit(bytesPerSecond, for: id)
+        transfers[id]?.limiter.setRate(machine.download(id)?.limit)
+        await publish().value
+    }
+
+    /// Forgets every completed download in one commit (their files stay); returns how many.
+    public func clearCompleted() async throws(TransitionError) -> Int {
+        try checkOpen()
+        let cleared = machine.clearCompleted()
+        for id in cleared {
+            durable[id] = nil
+            unsynced.remove(id)
+            historyInMemory[id] = nil
+        }
+        let gone = Set(cleared)
+        recentInMemory.removeAll { gone.contains($0.download) }
+        if !cleared.isEmpty { configuration.logger.info("cleared completed", metadata: ["count": "\(cleared.count)"]) }
+        await publish().value
+        return cleared.count
+    }
+
+    /// One download's history, oldest first (its last `HistoryEntry.keptPerDownload`); with nil,
+    /// the queue's latest `HistoryEntry.recentLimit` entries, oldest first. What happened but is
+    /// not committed yet is included.
+    public func history(_ id: DownloadID?) async throws(TransitionError) -> [HistoryEntry] {
+        if let id, machine.download(id) == nil { throw .unknownDownload(id) }
+        takeHistory()
+        guard let journal, journal.keepsHistory else {
+            return Self.latest(id.map { historyInMemory[$0] ?? [] } ?? recentInMemory, id: id)
+        }
+        // In line with the commits: every entry taken before this read is stored or still in the
+        // outbox, never both, and a commit after it waits for it.
+        let previous = journalTail
+        let queue = journalQueue
+        let read = Task { () -> [HistoryEntry] in
+            await previous?.value
+            let pending = self.pendingHistory(id)
+            let stored = await withCheckedContinuation { (continuation: CheckedContinuation<[HistoryEntry], Never>) in
+                queue.async { continuation.resume(returning: (try? journal.history(id)) ?? []) }
+            }
+            return Self.latest(stored + pending, id: id)
+        }
+        journalTail = Task { _ = await read.value }
+        return await read.value
+    }
+
+    /// The entries of `id` (all with nil) taken but not committed yet.
+    private func pendingHistory(_ id: DownloadID?) -> [HistoryEntry] {
+        takeHistory()
+        return id.map { id in historyOutbox.filter { $0.download == id } } ?? historyOutbox
+    }
+
+    /// The last entries a history answer holds: one download's kept ones, or the queue's recent ones.
+    private static func latest(_ entries: [HistoryEntry], id: DownloadID?) -> [HistoryEntry] {
+        Array(entries.suffix(id == nil ? HistoryEntry.recentLimit : HistoryEntry.keptPerDownload))
+    }
+
+    /// Stamps what the machine noted since the last call with the time now, for the next commit.
+    private func takeHistory() {
+        let entries = machine.takeHistory(at: Date())
+        guard !entries.isEmpty else { return }
+        if let journal, journal.keepsHistory {
+            historyOutbox += entries
+        } else {
+            for entry in entries {
+                historyInMemory[entry.download, default: []].append(entry)
+                if let count = historyInMemory[entry.download]?.count, count > HistoryEntry.keptPerDownload {
+                    historyInMemory[entry.download]?.removeFirst(count - HistoryEntry.keptPerDownload)
+                }
+            }
+            recentInMemory += entries
+            if recentInMemory.count > HistoryEntry.recentLimit { recentInMemory.removeFirst(recentInMemory.count - HistoryEntry.recentLimit) }
+        }
     }
 
     /// The latest published picture (committed, when there is a journal), for callers that do not
@@ -569,15 +683,18 @@ public actor DownloadSession {
         let progress = TransferProgress()
         let id = order.id
         let attempt = order.attempt
+        let own = RateLimiter(bytesPerSecond: order.limit)
         let transfer = Transfer(
-            order: order, clients: clients, allowDowngrade: configuration.allowDowngrade, progress: progress, hosts: hosts, limiter: limiter,
+            order: order, clients: clients, allowDowngrade: configuration.allowDowngrade, progress: progress, hosts: hosts,
+            throttle: Throttle(limiter, own),
             userAgent: configuration.userAgent,
             headTimeout: Self.timeAmount(configuration.connectTimeout + configuration.stallTimeout),
-            stallSeconds: configuration.stallTimeout.components.seconds,
+            stallTimeout: Self.timeAmount(configuration.stallTimeout),
             syncOnCompletion: configuration.syncOnCompletion,
             floor: configuration.minFree,
             claimSpace: { [weak self] needs, reading in await self?.claimSpace(id, attempt: attempt, needs: needs, reading: reading) ?? 0 },
             basis: { [weak self] in await self?.resumeBasis(id) },
+            began: { [weak self] start in await self?.transferBegan(id, attempt: attempt, start) },
             responded: { [weak self] info in await self?.transferResponded(id, attempt: attempt, info: info) },
             split: { [weak self] parts in await self?.transferSplit(id, attempt: attempt, parts: parts) ?? false },
             discardVersion: { [weak self] in await self?.transferDiscards(id) }
@@ -591,7 +708,7 @@ public actor DownloadSession {
             let synced = result.outcome == .completed ? syncedOnCompletion : await FileSync.sync(path)
             await self?.transferEnded(id, attempt: attempt, result: result, synced: synced)
         }
-        transfers[id] = RunningTransfer(attempt: attempt, task: task, progress: progress)
+        transfers[id] = RunningTransfer(attempt: attempt, task: task, progress: progress, limiter: own)
         startTicker()
     }
 
@@ -608,6 +725,13 @@ public actor DownloadSession {
 
     private func resumeBasis(_ id: DownloadID) -> SessionStateMachine.ResumeBasis? {
         machine.resumeBasis(id)
+    }
+
+    /// Notes the request an attempt sends; committed with the next change (its response, or its end).
+    private func transferBegan(_ id: DownloadID, attempt: AttemptID, _ start: SessionStateMachine.AttemptStart) {
+        machine.transferBegan(id, attempt: attempt, start)
+        // Stamped now: the commit that takes it may come a while later.
+        takeHistory()
     }
 
     /// The attempt splits the file into `parts`; they are committed before it writes past the first
@@ -930,6 +1054,8 @@ public actor DownloadSession {
     /// requested without `soon` wakes a waiting one at once.
     @discardableResult
     private func publish(showing: Bool = true, soon: Bool = false) -> Task<Void, Never> {
+        // Stamped with the time of the change, not of the commit that takes it.
+        takeHistory()
         if let waiting = waitingPublish {
             // Cancelling only cuts the wait short.
             if !soon {
@@ -1062,9 +1188,16 @@ public actor DownloadSession {
     /// The rows that differ from what the journal holds, assumed committed from here on.
     private func takeChanges() -> QueueChanges {
         let touched = machine.takeTouched()
+        takeHistory()
         guard journal != nil else { return QueueChanges() }
         var changes = QueueChanges()
         changes.bootID = bootID
+        changes.history = historyOutbox
+        historyOutbox = []
+        if limitChanged {
+            changes.limit = QueueChanges.LimitSetting(machine.configuration.limit)
+            limitChanged = false
+        }
         let order = machine.order
         if order != committedOrder || committedPositions.count != order.count {
             for (index, id) in order.enumerated() where committedPositions[id] != index {
@@ -1104,6 +1237,9 @@ public actor DownloadSession {
     /// Forgets that `changes` were committed, so the next commit writes them again.
     private func commitFailed(_ changes: QueueChanges, reason: String) {
         configuration.logger.error("journal commit failed", metadata: ["error": "\(reason)"])
+        // Before what was taken since: the history keeps its order.
+        historyOutbox = changes.history + historyOutbox
+        if changes.limit != nil { limitChanged = true }
         for download in changes.saved { committed[download.id] = nil }
         journalDirty.formUnion(changes.saved.map(\.id))
         journalDirty.formUnion(changes.removed)
@@ -1123,15 +1259,6 @@ public actor DownloadSession {
 
     private func checkOpen() throws(TransitionError) {
         if isShutDown { throw .invalidArgument("the session is shut down") }
-    }
-
-    /// The stall timeout, stretched under a rate limit: a throttled transfer reads a 64 KiB chunk
-    /// only as often as its share of the rate allows, and the client's read timeout cannot tell that
-    /// wait from a silent server.
-    static func readTimeout(_ configuration: Configuration) -> Duration {
-        guard let limit = configuration.limitBytesPerSecond else { return configuration.stallTimeout }
-        let share = max(1, Double(limit) / Double(max(1, configuration.maxActive) * max(1, configuration.connections)))
-        return configuration.stallTimeout + .milliseconds(Int64(2 * 65_536 / share * 1000))
     }
 
     private static func timeAmount(_ duration: Duration) -> TimeAmount {

@@ -15,7 +15,6 @@ import Synchronization
 struct HTTPClients: Sendable {
     struct Settings: Sendable {
         var connectTimeout: TimeAmount
-        var readTimeout: TimeAmount
         var caCertificates: [NIOSSLCertificate]?
         var proxies: ProxySettings
     }
@@ -148,7 +147,9 @@ struct HTTPClients: Sendable {
         var configuration = HTTPClient.Configuration(
             // Followed by the transfer itself, which checks every hop (`Redirects`).
             redirectConfiguration: .disallow,
-            timeout: .init(connect: settings.connectTimeout, read: settings.readTimeout),
+            // No read timeout: each response measures its own stalls from when it is ready for more
+            // bytes (`ResponseStream`), which a speed limit that changes while it runs cannot upset.
+            timeout: .init(connect: settings.connectTimeout, read: nil),
             decompression: .disabled
         )
         // HTTP/2 costs about twice the CPU for bulk bodies.

@@ -115,6 +115,8 @@ final class ResponseStream: HTTPClientResponseDelegate, Sendable {
         /// Waits in `early(_:)` until `earlyWanted` body bytes are held.
         var bodyWaiter: CheckedContinuation<Void, any Error>?
         var earlyWanted = 1
+        /// The next look for a stall, from the head on.
+        var watchdog: Scheduled<Void>?
     }
 
     /// Bytes gathered before a `pwrite`: the fewest syscalls for the copy it costs.
@@ -127,11 +129,22 @@ final class ResponseStream: HTTPClientResponseDelegate, Sendable {
 
     private let state: NIOLockedValueBox<State>
     private let progress: TransferProgress
-    private let limiter: RateLimiter?
+    private let throttle: Throttle
+    /// No byte for this long, while the stream is ready for more, is a stall.
+    private let stallTimeout: TimeAmount
+    /// When the stream is ready for the next bytes, in `NIODeadline` uptime nanoseconds: when the
+    /// last chunk came plus the wait the limits gave it (`Int64.max` while reading is held).
+    ///
+    /// The stall is measured from here, not from the last read: a transfer a limit holds back
+    /// reads nothing for as long as its share of the rate says, and a limit may change (or a
+    /// download get one of its own) while it runs, which a client's fixed read timeout cannot
+    /// follow.
+    private let readyAt = Atomic<Int64>(0)
 
-    init(progress: TransferProgress, limiter: RateLimiter?) {
+    init(progress: TransferProgress, throttle: Throttle, stallTimeout: TimeAmount) {
         self.progress = progress
-        self.limiter = limiter
+        self.throttle = throttle
+        self.stallTimeout = stallTimeout
         state = NIOLockedValueBox(State(pending: ByteBufferAllocator().buffer(capacity: Self.writeSize * 2)))
     }
 
@@ -166,6 +179,8 @@ final class ResponseStream: HTTPClientResponseDelegate, Sendable {
     func cancel() {
         let task = state.withLockedValue { state in
             state.cancelled = true
+            state.watchdog?.cancel()
+            state.watchdog = nil
             return state.task
         }
         task?.cancel()
@@ -212,6 +227,7 @@ final class ResponseStream: HTTPClientResponseDelegate, Sendable {
         }
         guard let task else { throw CancellationError() }
         if stop { task.cancel() }
+        if resume != nil { markReady(after: .zero) }
         resume?.succeed()
         do {
             try await withTaskCancellationHandler {
@@ -300,6 +316,10 @@ final class ResponseStream: HTTPClientResponseDelegate, Sendable {
             state.headTimer?.cancel()
             state.headTimer = nil
             state.head = head
+            // From the head on, a body that stops coming is a stall.
+            markReady(after: .zero)
+            let loop = task.eventLoop
+            state.watchdog = loop.scheduleTask(in: stallTimeout) { [self] in lookForStall(on: loop) }
             defer { state.headWaiter = nil }
             return state.headWaiter
         }
@@ -322,6 +342,8 @@ final class ResponseStream: HTTPClientResponseDelegate, Sendable {
                 if state.early.readableBytes >= Self.earlyLimit {
                     let promise = task.eventLoop.makePromise(of: Void.self)
                     state.earlyFull = promise
+                    // Not a stall: the transfer has not said where the bytes go yet.
+                    readyAt.store(.max, ordering: .relaxed)
                     return .hold(promise.futureResult)
                 }
                 // Held bytes count against the rate limit like written ones.
@@ -342,15 +364,39 @@ final class ResponseStream: HTTPClientResponseDelegate, Sendable {
         case .hold(let future):
             return future
         case .took(let count):
-            if let limiter, count > 0 {
-                let wait = limiter.reserve(count)
-                if wait > .zero {
-                    let parts = wait.components
-                    let nanoseconds = parts.seconds * 1_000_000_000 + parts.attoseconds / 1_000_000_000
-                    return task.eventLoop.scheduleTask(in: .nanoseconds(nanoseconds)) {}.futureResult
-                }
-            }
-            return task.eventLoop.makeSucceededVoidFuture()
+            let wait = count > 0 ? throttle.reserve(count) : .zero
+            markReady(after: wait)
+            guard wait > .zero else { return task.eventLoop.makeSucceededVoidFuture() }
+            return throttle.pause(for: wait, on: task.eventLoop)
+        }
+    }
+
+    /// The stream reads again `wait` from now.
+    private func markReady(after wait: Duration) {
+        let parts = wait.components
+        let nanoseconds = parts.seconds * 1_000_000_000 + parts.attoseconds / 1_000_000_000
+        readyAt.store(Int64(NIODeadline.now().uptimeNanoseconds) + nanoseconds, ordering: .relaxed)
+    }
+
+    /// Fails the request as stalled (the client's read timeout, as the errors classify it) when it
+    /// has been ready for bytes for `stallTimeout` without any; else looks again when that could be.
+    private func lookForStall(on loop: any EventLoop) {
+        let task = state.withLockedValue { state -> HTTPClient.Task<Void>? in
+            state.watchdog = nil
+            return state.ended || state.cancelled || state.discarded ? nil : state.task
+        }
+        guard let task else { return }
+        let ready = readyAt.load(ordering: .relaxed)
+        let now = Int64(NIODeadline.now().uptimeNanoseconds)
+        let idle = ready == .max ? 0 : now - ready
+        guard idle < stallTimeout.nanoseconds else {
+            task.fail(reason: HTTPClientError.readTimeout)
+            return
+        }
+        let next = ready == .max ? stallTimeout : .nanoseconds(stallTimeout.nanoseconds - max(0, idle))
+        state.withLockedValue { state in
+            guard !state.ended, !state.cancelled else { return }
+            state.watchdog = loop.scheduleTask(in: next) { [self] in lookForStall(on: loop) }
         }
     }
 
@@ -391,6 +437,8 @@ final class ResponseStream: HTTPClientResponseDelegate, Sendable {
         state.withLockedValue { state in
             Self.flushPending(&state, progress)
             state.ended = true
+            state.watchdog?.cancel()
+            state.watchdog = nil
         }
         wakeBodyWaiter()
     }

@@ -54,7 +54,6 @@ public final class SessionQueue: QueueControl {
     @discardableResult
     public func resume(_ id: DownloadID) async throws(QueueControlError) -> DownloadID? {
         try await run { () async throws(DownloadSession.TransitionError) in try await self.session.resume(id) }
-        return nil
     }
 
     public func cancel(_ id: DownloadID) async throws(QueueControlError) {
@@ -86,21 +85,21 @@ public final class SessionQueue: QueueControl {
         onMaxActive(count)
     }
 
-    // TODO(issue 19, engine): carried out by the session, stored.
+    /// Stored by the session with the queue (its journal), for the next run.
     public func setLimit(_ bytesPerSecond: Int64?) async throws(QueueControlError) {
-        throw QueueControlError(.refused, "not built yet")
+        try await run { () async throws(DownloadSession.TransitionError) in try await self.session.setLimit(bytesPerSecond) }
     }
 
     public func setLimit(_ bytesPerSecond: Int64?, for id: DownloadID) async throws(QueueControlError) {
-        throw QueueControlError(.refused, "not built yet")
+        try await run { () async throws(DownloadSession.TransitionError) in try await self.session.setLimit(bytesPerSecond, for: id) }
     }
 
     public func clearCompleted() async throws(QueueControlError) -> Int {
-        throw QueueControlError(.refused, "not built yet")
+        try await run { () async throws(DownloadSession.TransitionError) in try await self.session.clearCompleted() }
     }
 
     public func history(_ id: DownloadID?) async throws(QueueControlError) -> [HistoryEntry] {
-        throw QueueControlError(.refused, "not built yet")
+        try await run { () async throws(DownloadSession.TransitionError) in try await self.session.history(id) }
     }
 
     public func stop() async throws(QueueControlError) {

@@ -21,7 +21,7 @@ extension Transfer {
         }
         var resent = false
         while true {
-            let stream = ResponseStream(progress: progress, limiter: limiter)
+            let stream = ResponseStream(progress: progress, throttle: throttle, stallTimeout: stallTimeout)
             stream.start(try request(url, range: range, ifRange: ifRange, setsTarget: route.setsTarget), on: route.client, headTimeout: headTimeout)
             do {
                 let (head, answered) = try await stream.head()

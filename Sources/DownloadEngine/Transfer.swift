@@ -91,13 +91,16 @@ struct Transfer: Sendable {
     let allowDowngrade: Bool
     let progress: TransferProgress
     let hosts: HostConnections
-    /// The session's `--limit-rate`, shared by every transfer.
-    let limiter: RateLimiter?
+    /// The session's limit (`--limit-rate`, shared by every transfer) and the download's own
+    /// (shared by its connections).
+    let throttle: Throttle
     let userAgent: String
     /// Limit for the response head to arrive (connecting included).
     let headTimeout: TimeAmount
-    /// Seconds without a byte that count as a stall (the client's read timeout), for the message.
-    let stallSeconds: Int64
+    /// Time without a byte, while a response is ready for more, that counts as a stall.
+    let stallTimeout: TimeAmount
+    /// Seconds without a byte that count as a stall, for the message.
+    var stallSeconds: Int64 { stallTimeout.nanoseconds / 1_000_000_000 }
     /// fsync the part file before reporting completion.
     let syncOnCompletion: Bool
     /// The free space that must stay where the part file is (`--min-free`).
@@ -111,6 +114,9 @@ struct Transfer: Sendable {
     /// on the file may have changed it after this one was ordered); nil when the download or the
     /// session is gone.
     let basis: @Sendable () async -> SessionStateMachine.ResumeBasis?
+    /// Called before each request of the attempt that decides what its bytes are (not for the
+    /// part requests of a split), with what it asks for: the history's `started` entries.
+    let began: @Sendable (SessionStateMachine.AttemptStart) async -> Void
     /// Called once per attempt, when the response that will be written has been accepted.
     let responded: @Sendable (SessionStateMachine.ResponseInfo) async -> Void
     /// The file is about to be split into these parts: returns once they are committed (false when
@@ -235,6 +241,7 @@ struct Transfer: Sendable {
         var plan = plan
         var refetched = false
         while true {
+            await began(.request(plan))
             let (stream, head, finalURL) = try await open(range: plan.range, ifRange: plan.ifRange)
             let facts = self.facts(of: head, at: finalURL)
             let (offset, total, disposition): (Int64, Int64?, Disposition)
@@ -443,6 +450,8 @@ struct Transfer: Sendable {
         progress.bytesOnDisk.store(startBytes, ordering: .relaxed)
         let connections = max(1, order.options.connections)
         let extra = hosts.openExtra(host, upTo: connections - 1, cap: connections)
+        let left = board.withBoard { $0.parts.filter { $0.next < $0.end }.count }
+        await began(.parts(count: left, kept: startBytes, ifRange: basis.validators.ifRange))
         let context = PartsContext(
             descriptor: file.descriptor, path: file.path, board: board, validators: basis.validators, total: total,
             startBytes: startBytes, respondedAlready: false, knownType: basis.contentType

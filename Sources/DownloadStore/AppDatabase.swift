@@ -188,6 +188,23 @@ public struct AppDatabase: QueueJournal, Sendable {
                 t.add(column: "lastActive", .datetime)
             }
         }
+        migrator.registerMigration("v12: speed limits and history") { db in
+            try db.alter(table: "download") { t in
+                // The download's own limit in bytes per second; NULL for none.
+                t.add(column: "speedLimit", .integer)
+            }
+            // What happened to each download, its last `HistoryEntry.keptPerDownload` entries;
+            // deleted with its row.
+            try db.create(table: "history") { t in
+                t.autoIncrementedPrimaryKey("id")
+                t.belongsTo("download", onDelete: .cascade, indexed: false).notNull()
+                t.column("time", .datetime).notNull()
+                t.column("kind", .text).notNull()
+                t.column("text", .text).notNull()
+            }
+            // One download's entries in order, and the newest to keep, without a scan.
+            try db.create(index: "history_download", on: "history", columns: ["downloadId", "id"])
+        }
         return migrator
     }
 
@@ -290,6 +307,11 @@ public struct AppDatabase: QueueJournal, Sendable {
         for (id, position) in changes.positions where !saved.contains(id) {
             try db.execute(sql: "UPDATE download SET position = ? WHERE id = ?", arguments: [position, id.rawValue])
         }
+        try appendHistory(changes.history, db)
+        if let limit = changes.limit {
+            try db.cachedStatement(sql: "INSERT INTO setting (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value")
+                .execute(arguments: [Self.limitKey, String(limit.bytesPerSecond ?? 0)])
+        }
         if highestID > 0 {
             try db.execute(
                 sql: """
@@ -301,7 +323,67 @@ public struct AppDatabase: QueueJournal, Sendable {
         }
     }
 
+    // MARK: History
+
+    /// Appends `entries` to their downloads' histories and trims each to its last
+    /// `HistoryEntry.keptPerDownload`, in the caller's transaction. An entry of a download that
+    /// is not in the queue (removed meanwhile) is dropped.
+    private static func appendHistory(_ entries: [HistoryEntry], _ db: Database) throws {
+        guard !entries.isEmpty else { return }
+        let insert = try db.cachedStatement(sql: """
+            INSERT INTO history (downloadId, time, kind, text)
+            SELECT ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM download WHERE id = ?)
+            """)
+        var touched: Set<Int64> = []
+        for entry in entries {
+            let key = entry.download.rawValue
+            try insert.execute(arguments: [key, entry.time, entry.kind.rawValue, entry.text, key])
+            touched.insert(key)
+        }
+        // Everything older than the newest `keptPerDownload` goes: one indexed delete per download.
+        let trim = try db.cachedStatement(sql: """
+            DELETE FROM history WHERE downloadId = ? AND id <= (
+                SELECT id FROM history WHERE downloadId = ? ORDER BY id DESC LIMIT 1 OFFSET ?
+            )
+            """)
+        for key in touched {
+            try trim.execute(arguments: [key, key, HistoryEntry.keptPerDownload])
+        }
+    }
+
+    /// The journal keeps what `commit` is given of the history.
+    public var keepsHistory: Bool { true }
+
+    /// One download's history, oldest first (its last `HistoryEntry.keptPerDownload`); with nil,
+    /// the queue's latest `HistoryEntry.recentLimit` entries, oldest first.
+    public func history(_ id: DownloadID?) throws -> [HistoryEntry] {
+        do {
+            return try writer.read { db in
+                let rows: [Row]
+                if let id {
+                    rows = try Row.fetchAll(
+                        db, sql: "SELECT downloadId, time, kind, text FROM history WHERE downloadId = ? ORDER BY id", arguments: [id.rawValue]
+                    )
+                } else {
+                    rows = try Row.fetchAll(db, sql: """
+                        SELECT downloadId, time, kind, text FROM (SELECT * FROM history ORDER BY id DESC LIMIT ?) ORDER BY id
+                        """, arguments: [HistoryEntry.recentLimit])
+                }
+                return rows.compactMap { row in
+                    // A kind this version does not know (written by a newer haul) is left out.
+                    guard let kind = HistoryEntry.Kind(rawValue: row["kind"]) else { return nil }
+                    return HistoryEntry(download: DownloadID(row["downloadId"]), time: row["time"], kind: kind, text: row["text"])
+                }
+            }
+        } catch {
+            throw Failure(description: "cannot read the history: \(Self.describe(error))")
+        }
+    }
+
     // MARK: Settings
+
+    /// The setting that keeps the queue's global speed limit (bytes per second, `0` for none).
+    public static let limitKey = "limit"
 
     /// A setting the queue remembers across runs (`maxActive`, set with `<` and `>`).
     public func setting(_ key: String) throws(Failure) -> String? {

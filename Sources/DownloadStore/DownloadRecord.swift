@@ -59,6 +59,8 @@ struct DownloadRecord: Codable, FetchableRecord, PersistableRecord, Sendable {
     var replacing: String?
     /// The hook run for how the download ended (`HookRun.encoded`: `complete exit 0 1.25`); NULL for none.
     var hook: String?
+    /// The download's own speed limit in bytes per second; NULL for none.
+    var speedLimit: Int64?
     var createdAt: Date
     var updatedAt: Date
     var completedAt: Date?
@@ -137,6 +139,7 @@ extension DownloadRecord {
         completedStamps = row["completedStamps"]
         replacing = row["replacing"]
         hook = row["hook"]
+        speedLimit = row["speedLimit"]
         createdAt = row["createdAt"]
         updatedAt = row["updatedAt"]
         completedAt = row["completedAt"]
@@ -196,6 +199,7 @@ extension DownloadRecord {
         replacing = download.replacing.isEmpty ? nil : (try? JSONEncoder().encode(Replacing(paths: download.replacing, stamps: download.replacingStamps.map(\.encoded))))
             .map { String(decoding: $0, as: UTF8.self) }
         hook = download.hook?.encoded
+        speedLimit = download.limit
         self.createdAt = createdAt ?? now
         updatedAt = now
         self.completedAt = download.state == .completed ? (completedAt ?? now) : nil
@@ -276,6 +280,8 @@ extension DownloadRecord {
         }
         // An unreadable hook status is dropped: the row shows none rather than a guess.
         download.hook = hook.flatMap(HookRun.init(encoded:))
+        // A limit below the least one haul sets is no limit it could have written.
+        download.limit = speedLimit.flatMap { $0 >= QueueLimits.minimumRate ? $0 : nil }
         return download
     }
 

@@ -11,6 +11,8 @@ struct Settings: Sendable, Equatable {
     var connectTimeout = 10
     var stallTimeout = 30
     var limitRate: Int64?
+    /// Each added download's own limit (`--limit-rate-each`); nil for none.
+    var limitRateEach: Int64?
     /// Connections per file, and the most to one host (`--connections`).
     var connections = 1
     var headers: [HeaderField] = []
@@ -39,12 +41,12 @@ struct Settings: Sendable, Equatable {
 /// `$XDG_CONFIG_HOME/haul/config` (else `~/.config/haul/config`): `key = value` lines, `#` comments.
 ///
 /// Keys are the long option names: `dir`, `state`, `max-active`, `max-tries`, `connect-timeout`,
-/// `stall-timeout`, `limit-rate`, `connections`, `header` (repeatable), `user-agent`, `ca-certificate`, `fsync`,
+/// `stall-timeout`, `limit-rate`, `limit-rate-each`, `connections`, `header` (repeatable), `user-agent`, `ca-certificate`, `fsync`,
 /// `allow-downgrade`, `refresh`, `ascii`, `min-free`, `purge-when-low`, `on-complete`, `on-fail`, `hook-timeout`. Paths may start with `~/`; other relative paths are taken from the home
 /// directory. An unknown key or a bad value is an error naming the file and line.
 enum ConfigFile {
     static let keys = [
-        "dir", "state", "max-active", "max-tries", "connect-timeout", "stall-timeout", "limit-rate",
+        "dir", "state", "max-active", "max-tries", "connect-timeout", "stall-timeout", "limit-rate", "limit-rate-each",
         "connections", "header", "user-agent", "ca-certificate", "fsync", "allow-downgrade", "refresh", "ascii",
         "min-free", "purge-when-low", "on-complete", "on-fail", "hook-timeout",
     ]
@@ -96,6 +98,7 @@ enum ConfigFile {
         case "connect-timeout": settings.connectTimeout = try OptionCheck.integer(value, key, in: OptionCheck.seconds)
         case "stall-timeout": settings.stallTimeout = try OptionCheck.integer(value, key, in: OptionCheck.seconds)
         case "limit-rate": settings.limitRate = try OptionCheck.rate(value, key)
+        case "limit-rate-each": settings.limitRateEach = try OptionCheck.rateOrNone(value, key)
         case "connections": settings.connections = try OptionCheck.integer(value, key, in: OptionCheck.connections)
         case "header": settings.headers = HeaderField.merged(settings.headers, [try OptionCheck.header(value)])
         case "user-agent": settings.userAgent = try OptionCheck.userAgent(value)
@@ -172,15 +175,26 @@ enum OptionCheck {
     }
 
     static func rate(_ text: String, _ name: String) throws(UsageError) -> Int64 {
-        let value: Int64
+        let value = try byteCount(text, name)
+        // Below 1 KiB/s a single network read would take over a minute to pay for.
+        guard value >= QueueLimits.minimumRate else { throw UsageError(message: "\(name) must be at least 1K") }
+        return value
+    }
+
+    /// A rate as `rate` takes it, or none for `0` (`--limit-rate-each`).
+    static func rateOrNone(_ text: String, _ name: String) throws(UsageError) -> Int64? {
+        let value = try byteCount(text, name)
+        if value == 0 { return nil }
+        guard value >= QueueLimits.minimumRate else { throw UsageError(message: "\(name) must be at least 1K, or 0 for none") }
+        return value
+    }
+
+    private static func byteCount(_ text: String, _ name: String) throws(UsageError) -> Int64 {
         do {
-            value = try ByteCount.parse(text, what: name)
+            return try ByteCount.parse(text, what: name)
         } catch {
             throw UsageError(message: error.description)
         }
-        // Below 1 KiB/s a single network read would take over a minute to pay for.
-        guard value >= 1024 else { throw UsageError(message: "\(name) must be at least 1K") }
-        return value
     }
 
     static func floor(_ text: String, _ name: String) throws(UsageError) -> SpaceFloor {

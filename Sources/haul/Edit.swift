@@ -56,6 +56,8 @@ struct QueueEditor {
         var order = QueueChanges()
         for (index, id) in machine.order.enumerated() { order.positions[id] = index }
         order.removed = stored.downloads.map(\.id).filter { machine.download($0) == nil }
+        // After the rows: an entry of a new download needs its row.
+        order.history = machine.takeHistory(at: Date())
         // Positions after the rows, so a new row's position is the final one.
         let batch = byBoot.keys.sorted { ($0 ?? "") < ($1 ?? "") }.compactMap { byBoot[$0] } + [order]
         do {
@@ -122,7 +124,7 @@ struct Add: AsyncParsableCommand {
         for request in requests {
             do {
                 let (id, actions) = try editor.machine.schedule(
-                    url: request.url, destination: request.destination, options: request.options, hold: true
+                    url: request.url, destination: request.destination, options: request.options, limit: request.limit, hold: true
                 )
                 editor.perform(actions)
                 added.append(id)
@@ -148,8 +150,8 @@ protocol QueueEditCommand: AsyncParsableCommand {
     static var verb: String { get }
     static var done: String { get }
     static func apply(_ id: DownloadID, to machine: inout SessionStateMachine) throws(SessionStateMachine.TransitionError) -> [SessionStateMachine.Action]
-    /// The same change, on the queue a runner holds.
-    static func apply(_ id: DownloadID, to queue: any QueueControl) async throws(QueueControlError)
+    /// The same change, on the queue a runner holds; a line to print about what else it did.
+    static func apply(_ id: DownloadID, to queue: any QueueControl) async throws(QueueControlError) -> String?
 }
 
 extension QueueEditCommand {
@@ -190,14 +192,16 @@ extension QueueEditCommand {
                 throw UsageError(message: error.description)
             }
         }
+        var notes: [String] = []
         for id in targets {
             do {
-                try await Self.apply(id, to: client)
+                if let note = try await Self.apply(id, to: client) { notes.append(note) }
             } catch {
                 throw LiveQueue.refused(error)
             }
         }
         for id in targets { print("\(Self.done) \(id)") }
+        for note in notes { print(note) }
     }
 }
 
@@ -215,14 +219,21 @@ struct Pause: QueueEditCommand {
         try machine.pause(id)
     }
 
-    static func apply(_ id: DownloadID, to queue: any QueueControl) async throws(QueueControlError) {
+    static func apply(_ id: DownloadID, to queue: any QueueControl) async throws(QueueControlError) -> String? {
         try await queue.pause(id)
+        return nil
     }
 }
 
 struct Resume: QueueEditCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Queue paused or failed downloads again by id; the next haul resumes them from their bytes."
+        abstract: "Queue paused or failed downloads again by id; the next haul resumes them from their bytes.",
+        discussion: """
+        While a haul runs the queue, each starts at once: when no slot is free, the lowest running \
+        download the queue started by itself goes back to queued with its bytes (said in a line: \
+        [ID] back to queued …). When every running download was resumed by a person, it starts at \
+        the next free slot, before the rest of the queue.
+        """
     )
     static let verb = "resume"
     static let done = "queued"
@@ -234,8 +245,11 @@ struct Resume: QueueEditCommand {
         try machine.resume(id, hold: true)
     }
 
-    static func apply(_ id: DownloadID, to queue: any QueueControl) async throws(QueueControlError) {
-        try await queue.resume(id)
+    /// A resume means now: the runner starts it at once, and says which download went back to
+    /// queued (with its bytes) to make room, if one did.
+    static func apply(_ id: DownloadID, to queue: any QueueControl) async throws(QueueControlError) -> String? {
+        guard let displaced = try await queue.resume(id) else { return nil }
+        return "[\(displaced)] back to queued with its bytes, to make room for \(id)"
     }
 }
 
@@ -253,8 +267,9 @@ struct Cancel: QueueEditCommand {
         try machine.cancel(id)
     }
 
-    static func apply(_ id: DownloadID, to queue: any QueueControl) async throws(QueueControlError) {
+    static func apply(_ id: DownloadID, to queue: any QueueControl) async throws(QueueControlError) -> String? {
         try await queue.cancel(id)
+        return nil
     }
 }
 
@@ -273,7 +288,8 @@ struct Remove: QueueEditCommand {
         return []
     }
 
-    static func apply(_ id: DownloadID, to queue: any QueueControl) async throws(QueueControlError) {
+    static func apply(_ id: DownloadID, to queue: any QueueControl) async throws(QueueControlError) -> String? {
         try await queue.remove(id)
+        return nil
     }
 }

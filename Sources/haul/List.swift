@@ -76,7 +76,7 @@ struct List: AsyncParsableCommand {
         }
     }
 
-    static func table(_ queue: StoredQueue) -> String {
+    static func table(_ queue: StoredQueue, now: Date = Date()) -> String {
         guard !queue.downloads.isEmpty else { return "no downloads\n" }
         var lines = [pad(["ID", "STATE", "BYTES", "TOTAL", "RESUMED FROM", "PATH", "URL"])]
         for download in queue.downloads {
@@ -86,6 +86,9 @@ struct List: AsyncParsableCommand {
                 download.totalBytes.map(Format.bytes) ?? "?", resumed,
                 TerminalText.sanitize(QueueListing.path(download)), TerminalText.sanitize(download.url.redactingPassword),
             ]))
+            if download.state.isRetryDue(at: now) {
+                lines.append("    \(DownloadState.retryDueWords)")
+            }
             if let error = QueueListing.error(download) {
                 lines.append("    error: \(TerminalText.sanitize(error))")
             }

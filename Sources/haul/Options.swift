@@ -20,7 +20,10 @@ struct SessionOptions: ParsableArguments {
     @Option(help: ArgumentHelp("Seconds without a byte that count as a stall, retried from the bytes on disk (default 30).", valueName: "s"))
     var stallTimeout: Int?
 
-    @Option(help: ArgumentHelp("Limit all downloads together to RATE bytes a second: 500K, 2M (K = 1024).", valueName: "rate"))
+    @Option(help: ArgumentHelp(
+        "Limit all downloads together to RATE bytes a second: 500K, 2M (K = 1024); for this run (default: limit-rate in the config, else the limit last set while the queue ran).",
+        valueName: "rate"
+    ))
     var limitRate: String?
 
     @Option(help: ArgumentHelp("Trust only the CA certificates in this PEM FILE (replaces the system's, like curl --cacert).", valueName: "file"))
@@ -168,6 +171,12 @@ struct AddOptions: ParsableArguments {
     @Option(help: ArgumentHelp("Verify the single download at completion: sha-256=HEX or sha-512=HEX; a mismatch fails it and keeps the .part.", valueName: "algo=hex"))
     var checksum: String?
 
+    @Option(help: ArgumentHelp(
+        "Limit each of these downloads to RATE bytes a second of its own (500K, 2M; 0 for none), kept with it, beside --limit-rate.",
+        valueName: "rate"
+    ))
+    var limitRateEach: String?
+
     /// One URL to add: where it goes and what it asks.
     /// One URL to queue: the engine's request, so a batch goes to the session as it is.
     typealias Request = DownloadSession.Request
@@ -177,6 +186,7 @@ struct AddOptions: ParsableArguments {
         var settings = settings
         if let userAgent { settings.userAgent = try OptionCheck.userAgent(userAgent) }
         if let connections { settings.connections = try OptionCheck.integer(connections, "--connections", in: OptionCheck.connections) }
+        if let limitRateEach { settings.limitRateEach = try OptionCheck.rateOrNone(limitRateEach, "--limit-rate-each") }
         return settings
     }
 
@@ -198,11 +208,11 @@ struct AddOptions: ParsableArguments {
             let path = LocalPath.absolute(output, in: directory)
             if let problem = LocalDirectory.outputProblem(path, option: "-o/--output") { throw UsageError(message: problem) }
             try Self.checkFloor(settings.minFree, near: path)
-            return [Request(url: url, destination: .file(path), options: options)]
+            return [Request(url: url, destination: .file(path), options: options, limit: settings.limitRateEach)]
         }
         try LocalPath.checkWritableDirectory(directory)
         try Self.checkFloor(settings.minFree, near: directory + "/")
-        return parsed.map { Request(url: $0, destination: .directory(directory), options: options) }
+        return parsed.map { Request(url: $0, destination: .directory(directory), options: options, limit: settings.limitRateEach) }
     }
 
     /// A floor the file system where `path` goes can never give is bad input: nothing could ever

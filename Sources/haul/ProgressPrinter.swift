@@ -123,8 +123,9 @@ final class ProgressPrinter {
         case .paused:
             return "paused at \(Format.bytes(download.bytesOnDisk))" + (download.lastError.map { ": \(TerminalText.sanitize($0))" } ?? "")
         case .waiting(let until, let reason):
-            let seconds = max(0, until.timeIntervalSinceNow)
-            return "waiting \(Format.duration(seconds)) to retry (\(download.failedAttempts) failed): \(TerminalText.sanitize(reason))"
+            let seconds = until.timeIntervalSinceNow
+            let when = seconds > 0 ? "waiting \(Format.duration(seconds)) to retry" : DownloadState.retryDueWords
+            return "\(when) (\(download.failedAttempts) failed): \(TerminalText.sanitize(reason))"
         case .waitingForSpace(let reason):
             return "\(TerminalText.sanitize(reason)); bytes kept, it goes on by itself when there is room"
         case .completed:

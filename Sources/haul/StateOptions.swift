@@ -95,6 +95,19 @@ extension OpenStore {
         return value
     }
 
+    /// The limit on every download together: `--limit-rate` or the config, else the one last set
+    /// while the queue ran (a key, the socket), else none.
+    func limit(_ settings: Settings) -> Int64? {
+        settings.limitRate ?? savedLimit
+    }
+
+    /// The limit last set while the queue ran (the session stores it with its commits); nil for
+    /// none, or one set to none.
+    var savedLimit: Int64? {
+        guard let text = try? database.setting(AppDatabase.limitKey), let value = Int64(text), value >= QueueLimits.minimumRate else { return nil }
+        return value
+    }
+
     /// The engine's configuration for checked `settings` on this queue: the engine logs, and its
     /// hooks write their output, to this queue's `haul.log`.
     /// `downloadDirectory`: where new downloads go, whose free space the header shows.
@@ -102,6 +115,7 @@ extension OpenStore {
         _ settings: Settings, downloadDirectory: String, fallbackMaxActive: Int = Settings.defaultMaxActive
     ) -> DownloadSession.Configuration {
         var configuration = SessionOptions.configuration(settings, maxActive: maxActive(settings, fallback: fallbackMaxActive), downloadDirectory: downloadDirectory)
+        configuration.limitBytesPerSecond = limit(settings)
         configuration.logger = Logger(label: "haul.engine")
         return configuration
     }

@@ -65,7 +65,7 @@ import Testing
         try database.saveSetting("maxActive", "5")
         try database.saveSetting("maxActive", "6")
         #expect(try AppDatabase.open(at: path).setting("maxActive") == "6")
-        #expect(try database.appliedMigrations().last == "v11: last active")
+        #expect(try database.appliedMigrations().last == "v12: speed limits and history")
     }
 
     @Test func everyFieldSurvivesARoundTrip() throws {
@@ -91,6 +91,7 @@ import Testing
         full.pausedByShutdown = true
         full.contentType = "application/x-iso9660-image"
         full.overlapChecked = true
+        full.limit = 512_000
         full.segments = [Segment(start: 0, next: 100_000, end: 500_000), Segment(start: 500_000, next: 523_456, end: 999_999)]
         full.writtenSegments = [Segment(start: 0, next: 200_000, end: 500_000), Segment(start: 500_000, next: 600_000, end: 999_999)]
         full.replacing = ["/data/7.iso", "/copies/7 (é, \"quoted\").iso"]
@@ -172,7 +173,7 @@ import Testing
         #expect(try database.appliedMigrations() == [
             "v1: queue", "v2: requesters and boot checkpoints", "v3: request options and settings", "v4: segmented downloads",
             "v5: unsynced checkpoints", "v6: content type", "v7: written parts", "v8: completed file stamps",
-            "v9: resumes checked by overlap", "v10: hooks", "v11: last active",
+            "v9: resumes checked by overlap", "v10: hooks", "v11: last active", "v12: speed limits and history",
         ])
         let queue = try database.loadQueue()
         let row = try #require(queue.downloads.first)
@@ -184,6 +185,7 @@ import Testing
         #expect(row.resumeCount == 1)
         #expect(row.pausedByShutdown == false)
         #expect(row.extraDestinations.isEmpty)
+        #expect(row.limit == nil, "no download had a limit of its own before v12")
         #expect(queue.checkpointBoots.isEmpty)
         #expect(queue.unsyncedCheckpoints.isEmpty, "checkpoints from before v5 were all synced")
         #expect(queue.nextID == 6)
