@@ -127,4 +127,85 @@ import Testing
             #expect(server.requests().isEmpty)
         }
     }
+
+    /// Body bytes the server sent for every request so far.
+    static func sent(_ server: LoopbackServer) -> Int {
+        server.requests().reduce(0) { $0 + $1.bodyBytesSent }
+    }
+
+    /// The rate the server sends at over `seconds`, in bytes a second.
+    static func serverRate(_ server: LoopbackServer, over seconds: Double) async throws -> Double {
+        let before = Self.sent(server)
+        let start = ContinuousClock.now
+        try await Task.sleep(for: .seconds(seconds))
+        let elapsed = start.duration(to: .now)
+        return Double(Self.sent(server) - before) / (Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
+    }
+
+    @Test func theLimitKeyBringsTheServersRateNearItAndTheLimitSurvivesARestart() async throws {
+        try await CLI.withServer { server, directory in
+            for name in ["a.bin", "b.bin"] {
+                server.serve("/" + name, size: 256 << 20, faults: Self.throttled(1 << 20))
+            }
+            let urls = ["/a.bin", "/b.bin"].map { server.url($0).absoluteString }
+            let state = directory + "/state"
+            let tmux = try TmuxSession(TmuxSession.haulCommand(["-d", directory] + urls, state: state, in: directory))
+            defer { tmux.close() }
+            try await tmux.waitFor("both running") { rows in rows[0].contains("2 downloading") }
+            let unlimited = try await Self.serverRate(server, over: 2)
+            #expect(unlimited > 1_200_000, "before the limit: \(unlimited) B/s")
+
+            tmux.keys("L")
+            try await tmux.waitFor("the limit prompt") { rows in Self.bottom(rows).hasPrefix("Limit all downloads to") }
+            tmux.type("200K")
+            tmux.keys("Enter")
+            try await tmux.waitFor("the limit confirmed") { rows in
+                rows.contains { $0.hasPrefix("limit for all downloads: 200 KiB/s") } && rows[0].contains("limit 200 KiB/s")
+            }
+            // Within 5 s the server sends near 200 KiB/s (what the sockets held drains first).
+            try await Task.sleep(for: .seconds(5))
+            let limited = try await Self.serverRate(server, over: 3)
+            #expect(limited > 200 * 1024 * 0.6 && limited < 200 * 1024 * 1.4, "with the limit: \(limited) B/s")
+
+            // Quit and start again without --limit-rate: the queue remembered it.
+            tmux.keys("q")
+            try await tmux.waitFor("haul quit") { rows in rows.contains { $0.contains("[exited 0]") } }
+            let again = try TmuxSession(TmuxSession.haulCommand(["-d", directory], state: state, in: directory))
+            defer { again.close() }
+            try await again.waitFor("the limit after a restart") { rows in rows[0].contains("2 downloading") && rows[0].contains("limit 200 KiB/s") }
+            try await Task.sleep(for: .seconds(4))
+            let restarted = try await Self.serverRate(server, over: 3)
+            #expect(restarted > 200 * 1024 * 0.6 && restarted < 200 * 1024 * 1.4, "after the restart: \(restarted) B/s")
+            again.keys("q")
+            try await again.waitFor("haul quit") { rows in rows.contains { $0.contains("[exited 0]") } }
+        }
+    }
+
+    @Test func theClearKeyLeavesNoCompletedRowsAndKeepsTheirFiles() async throws {
+        try await CLI.withServer { server, directory in
+            let small = ["one.bin", "two.bin", "three.bin"]
+            for name in small { server.serve("/" + name, size: 64 * 1024) }
+            server.serve("/slow.bin", size: 64 << 20, faults: Self.throttled(64 * 1024))
+            let urls = (small + ["slow.bin"]).map { server.url("/" + $0).absoluteString }
+            let tmux = try TmuxSession(TmuxSession.haulCommand(["-d", directory, "-j", "4"] + urls, state: directory + "/state", in: directory))
+            defer { tmux.close() }
+            try await tmux.waitFor("three completed") { rows in rows[0].contains("3 completed") }
+            tmux.keys("C")
+            try await tmux.waitFor("the question") { rows in
+                Self.bottom(rows).hasPrefix("Clear 3 completed rows from the queue (the files stay)? y/n")
+            }
+            tmux.keys("y")
+            try await tmux.waitFor("no completed row") { rows in
+                rows.contains { $0.hasPrefix("cleared 3 completed rows; their files stay") }
+                    && !rows.contains { $0.contains("completed  ") || $0.hasPrefix("one.bin") }
+                    && !rows[0].contains("completed") && tmux.row("slow.bin") != nil
+            }
+            for name in small {
+                #expect(CLI.length(directory + "/" + name) == Int64(64 * 1024), "\(name) stays on disk")
+                #expect(CLI.sha256(directory + "/" + name) == server.sha256("/" + name))
+            }
+            tmux.keys("q")
+            try await tmux.waitFor("haul quit") { rows in rows.contains { $0.contains("[exited 0]") } }
+        }
+    }
 }
