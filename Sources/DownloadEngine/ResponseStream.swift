@@ -367,7 +367,8 @@ final class ResponseStream: HTTPClientResponseDelegate, Sendable {
             let wait = count > 0 ? throttle.reserve(count) : .zero
             markReady(after: wait)
             guard wait > .zero else { return task.eventLoop.makeSucceededVoidFuture() }
-            return throttle.pause(for: wait, on: task.eventLoop)
+            // A limit raised or removed ends the wait early: the stall is measured from then.
+            return throttle.pause(for: wait, on: task.eventLoop).map { [self] in markReady(after: .zero) }
         }
     }
 

@@ -15,6 +15,8 @@ public final class LoopbackServer: Sendable {
         var redirects: [String: (status: Int, location: String, closeAfter: Bool)] = [:]
         var log: [RequestRecord] = []
         var connections: [ObjectIdentifier: any Channel] = [:]
+        /// The ports of each request's connection (by its index in `log`): this server's and the client's.
+        var ports: [Int: (server: Int, client: Int)] = [:]
         var inFlight = 0
         var peakInFlight = 0
     }
@@ -171,6 +173,81 @@ public final class LoopbackServer: Sendable {
         }
     }
 
+    /// Body bytes written to the socket so far for `path` (every request), or for every path.
+    public func bytesSent(_ path: String? = nil) -> Int {
+        requests(path).reduce(0) { $0 + $1.bodyBytesSent }
+    }
+
+    /// Body bytes the clients have read so far for `path` (every request), or for every path: those
+    /// written, less those still in the kernel between this server and the client (this socket's
+    /// send queue and the client socket's receive queue, from `/proc/net/tcp`).
+    ///
+    /// What a client's speed is measured by on the server's side: on loopback the kernel buffers
+    /// megabytes between the two (a receive buffer grows with bursts of reads), so the bytes
+    /// written say how fast the buffers filled, not how fast the client reads.
+    public func bytesDelivered(_ path: String? = nil) -> Int {
+        let (log, ports) = state.withLock { state in (state.log, state.ports) }
+        let queues = Self.tcpQueues()
+        var delivered = 0
+        for (index, record) in log.enumerated() where path == nil || record.path == path {
+            var queued = 0
+            if let (server, client) = ports[index] {
+                queued = (queues[Self.pair(server, client)]?.sending ?? 0) + (queues[Self.pair(client, server)]?.receiving ?? 0)
+            }
+            delivered += max(0, record.bodyBytesSent - queued)
+        }
+        return delivered
+    }
+
+    /// How fast clients read `path` (or everything), in bytes a second: the least-squares slope
+    /// of `bytesDelivered` sampled every 50 ms over `duration`.
+    ///
+    /// A client reads in bursts (a few hundred KiB at a time from a full socket, then nothing
+    /// while its limit makes it wait): the fit over many samples smooths the steps that a
+    /// difference of two readings would take for the rate.
+    public func deliveryRate(_ path: String? = nil, over duration: Duration) async throws -> Double {
+        let started = ContinuousClock.now
+        var samples: [(time: Double, bytes: Double)] = []
+        while true {
+            let elapsed = started.duration(to: .now)
+            let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+            samples.append((seconds, Double(bytesDelivered(path))))
+            guard elapsed < duration else { break }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        let count = Double(samples.count)
+        let meanTime = samples.reduce(0) { $0 + $1.time } / count
+        let meanBytes = samples.reduce(0) { $0 + $1.bytes } / count
+        let covariance = samples.reduce(0) { $0 + ($1.time - meanTime) * ($1.bytes - meanBytes) }
+        let variance = samples.reduce(0) { $0 + ($1.time - meanTime) * ($1.time - meanTime) }
+        return variance > 0 ? covariance / variance : 0
+    }
+
+    private static func pair(_ local: Int, _ remote: Int) -> Int {
+        local << 16 | remote
+    }
+
+    /// The send and receive queues of the loopback TCP sockets, by local and remote port.
+    private static func tcpQueues() -> [Int: (sending: Int, receiving: Int)] {
+        var queues: [Int: (sending: Int, receiving: Int)] = [:]
+        for file in ["/proc/net/tcp", "/proc/net/tcp6"] {
+            // Read to the end: a /proc file says it is empty (size 0) to anything that asks first.
+            guard let handle = FileHandle(forReadingAtPath: file), let data = try? handle.readToEnd() else { continue }
+            try? handle.close()
+            let text = String(decoding: data, as: UTF8.self)
+            for line in text.split(separator: "\n").dropFirst() {
+                // `sl local_address rem_address st tx_queue:rx_queue …`, addresses as `HEX:PORT`.
+                let fields = line.split(separator: " ")
+                guard fields.count > 4, let local = fields[1].split(separator: ":").last, let remote = fields[2].split(separator: ":").last,
+                      let localPort = Int(local, radix: 16), let remotePort = Int(remote, radix: 16) else { continue }
+                let counts = fields[4].split(separator: ":")
+                guard counts.count == 2, let sending = Int(counts[0], radix: 16), let receiving = Int(counts[1], radix: 16) else { continue }
+                queues[pair(localPort, remotePort)] = (sending, receiving)
+            }
+        }
+        return queues
+    }
+
     /// The most responses that were being written at the same time.
     public var peakConcurrentResponses: Int {
         state.withLock { $0.peakInFlight }
@@ -241,8 +318,10 @@ public final class LoopbackServer: Sendable {
             host: request.headers.first(name: "Host"), userAgent: request.headers.first(name: "User-Agent"),
             headers: request.headers.map { "\($0.name): \($0.value)" }
         )
+        let ports = (channel.localAddress?.port, channel.remoteAddress?.port)
         let (index, plan) = state.withLock { state -> (Int, ResponsePlan) in
             state.log.append(record)
+            if let server = ports.0, let client = ports.1 { state.ports[state.log.count - 1] = (server, client) }
             state.inFlight += 1
             state.peakInFlight = max(state.peakInFlight, state.inFlight)
             return (state.log.count - 1, Self.plan(for: request, path: path, state: &state))
