@@ -26,8 +26,6 @@ public actor DownloadSession {
         /// Bytes per second for every transfer together; nil for no limit. `setLimit(_:)` changes
         /// it while transfers run.
         public var limitBytesPerSecond: Int64?
-        /// Connections a download usually opens (`--connections`): shares the rate limit.
-        public var connections: Int = 1
         /// Follow a redirect from https to http (`--allow-downgrade`); refused by default.
         public var allowDowngrade: Bool = false
         /// A PEM file of CA certificates that replace the system's trust roots (like curl's --cacert).
