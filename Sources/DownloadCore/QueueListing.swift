@@ -22,9 +22,11 @@ public struct QueueListing: Sendable, Hashable, Encodable {
     public var speed: Int64?
     /// The hook of the download's ending (`--on-complete`, `--on-fail`); null when none ran.
     public var hook: HookRun?
+    /// The download's own speed limit in bytes a second (`--limit-rate-each`); null for none.
+    public var limit: Int64?
 
     private enum CodingKeys: String, CodingKey {
-        case id, state, bytes, total, resumes, restarts, path, url, error, checksum, speed, hook
+        case id, state, bytes, total, resumes, restarts, path, url, error, checksum, speed, hook, limit
         case resumedFrom = "resumed_from"
         case headerNames = "header_names"
     }
@@ -45,7 +47,8 @@ public struct QueueListing: Sendable, Hashable, Encodable {
             checksum: download.options.checksum?.description,
             headerNames: download.options.headers.map(\.name),
             speed: live ? Int64(download.bytesPerSecond.rounded()) : nil,
-            hook: download.hook
+            hook: download.hook,
+            limit: download.limit
         )
     }
 
@@ -78,6 +81,7 @@ public struct QueueListing: Sendable, Hashable, Encodable {
         try container.encode(headerNames, forKey: .headerNames)
         try container.encodeIfPresent(speed, forKey: .speed)
         try container.encode(hook, forKey: .hook)
+        try container.encode(limit, forKey: .limit)
     }
 
     /// The finished file, else the part file the bytes are in.

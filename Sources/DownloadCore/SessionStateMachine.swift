@@ -385,8 +385,8 @@ public struct SessionStateMachine: Sendable {
         try pause(id, history: "paused")
     }
 
-    /// `pause`, saying in the download's history why (`history`; nil: said by the caller).
-    private mutating func pause(_ id: DownloadID, history: String?) throws(TransitionError) -> [Action] {
+    /// `pause`, saying in the download's history why (`history`).
+    private mutating func pause(_ id: DownloadID, history: String) throws(TransitionError) -> [Action] {
         var download = try existing(id)
         var actions: [Action] = []
         switch download.state {
@@ -415,7 +415,7 @@ public struct SessionStateMachine: Sendable {
         download.state = .paused
         download.pausedByShutdown = false
         downloads[id] = download
-        if let history { note(id, .paused, history) }
+        note(id, .paused, history)
         return actions + startEligible()
     }
 

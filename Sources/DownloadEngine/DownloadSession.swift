@@ -26,8 +26,6 @@ public actor DownloadSession {
         /// Bytes per second for every transfer together; nil for no limit. `setLimit(_:)` changes
         /// it while transfers run.
         public var limitBytesPerSecond: Int64?
-        /// Connections a download usually opens (`--connections`): shares the rate limit.
-        public var connections: Int = 1
         /// Follow a redirect from https to http (`--allow-downgrade`); refused by default.
         public var allowDowngrade: Bool = false
         /// A PEM file of CA certificates that replace the system's trust roots (like curl's --cacert).
@@ -144,6 +142,8 @@ public actor DownloadSession {
     private var recentInMemory: [HistoryEntry] = []
     /// The global limit changed since the last commit: the next one stores it.
     private var limitChanged = false
+    /// Set for the last commit of a shutdown: it takes the history entries that wait for a change.
+    private var flushHistory = false
     /// Why the journal refuses commits, from the first that failed until one succeeds: snapshots
     /// say so, and commits are tried once instead of for seconds (a full disk stays full).
     private var journalFailure: String?
@@ -484,6 +484,7 @@ public actor DownloadSession {
         trailingShow = nil
         for transfer in transfers.values { transfer.task.cancel() }
         for tail in fileTails.values { await tail.value }
+        flushHistory = true
         await publish().value
         await clients.shutdown()
         continuation.finish()
@@ -1192,8 +1193,6 @@ public actor DownloadSession {
         guard journal != nil else { return QueueChanges() }
         var changes = QueueChanges()
         changes.bootID = bootID
-        changes.history = historyOutbox
-        historyOutbox = []
         if limitChanged {
             changes.limit = QueueChanges.LimitSetting(machine.configuration.limit)
             limitChanged = false
@@ -1231,6 +1230,13 @@ public actor DownloadSession {
             if let index = committedPositions[id] { changes.positions[id] = index }
         }
         journalDirty = []
+        // History rides on a commit the queue makes anyway, never one of its own: an entry with
+        // nothing else to commit (an attempt's request, noted before its response) waits for the
+        // next change, which an attempt always brings; the last commit of a shutdown takes all.
+        if !historyOutbox.isEmpty, !changes.isEmpty || flushHistory {
+            changes.history = historyOutbox
+            historyOutbox = []
+        }
         return changes
     }
 

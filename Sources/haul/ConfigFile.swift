@@ -183,8 +183,8 @@ enum OptionCheck {
 
     /// A rate as `rate` takes it, or none for `0` (`--limit-rate-each`).
     static func rateOrNone(_ text: String, _ name: String) throws(UsageError) -> Int64? {
+        if text.trimmingCharacters(in: .whitespaces) == "0" { return nil }
         let value = try byteCount(text, name)
-        if value == 0 { return nil }
         guard value >= QueueLimits.minimumRate else { throw UsageError(message: "\(name) must be at least 1K, or 0 for none") }
         return value
     }

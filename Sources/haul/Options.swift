@@ -116,7 +116,6 @@ struct SessionOptions: ParsableArguments {
         configuration.connectTimeout = .seconds(settings.connectTimeout)
         configuration.stallTimeout = .seconds(settings.stallTimeout)
         configuration.limitBytesPerSecond = settings.limitRate
-        configuration.connections = settings.connections
         configuration.caCertificatePath = settings.caCertificate
         configuration.syncOnCompletion = settings.fsync
         configuration.allowDowngrade = settings.allowDowngrade

@@ -6,7 +6,7 @@ import Testing
 /// stay what `JSONSerialization` wrote before the object moved into DownloadCore.
 @Suite struct QueueListingTests {
     /// The list's former code, kept here as the reference, with the hook added since (`HookRun`'s
-    /// own JSON, null for none).
+    /// own JSON, null for none) and the download's own limit (null for none).
     private func former(_ downloads: [Download]) throws -> Data {
         let objects: [[String: Any]] = try downloads.map { download in
             [
@@ -23,6 +23,7 @@ import Testing
                 "checksum": download.options.checksum.map { $0.description as Any } ?? NSNull(),
                 "header_names": download.options.headers.map(\.name),
                 "hook": try download.hook.map { try JSONSerialization.jsonObject(with: JSONEncoder().encode($0)) } ?? NSNull(),
+                "limit": download.limit.map { $0 as Any } ?? NSNull(),
             ]
         }
         return try JSONSerialization.data(withJSONObject: objects, options: [.sortedKeys])
@@ -42,6 +43,7 @@ import Testing
                                       checksum: Checksum(algorithm: .sha256, hex: String(repeating: "ab", count: 32)))
         rich.completedPaths = ["/d/done/file"]
         rich.hook = HookRun(event: .fail, status: .exited(code: 3, seconds: 1.25))
+        rich.limit = 512 * 1024
         var paused = Download(id: DownloadID(7), url: try #require(URL(string: "http://h/p")), destination: .directory("/"), partPath: "/p.part")
         paused.state = .paused
         paused.pausedByShutdown = true

@@ -111,12 +111,21 @@ import Testing
             #expect(held.lastError == nil)
             #expect(h.gets("/slow.bin").count == 1, "no stall, no retry")
 
+            // A pause does not wait for the limit's half minute.
+            let pausing = ContinuousClock.now
+            try await h.session.pause(id)
+            #expect(ContinuousClock.now - pausing < .seconds(3), "paused in \(ContinuousClock.now - pausing)")
+            let paused = try #require(await h.session.snapshot()[id])
+            #expect(paused.state == .paused && paused.bytesOnDisk == fileSize(h.path("slow.bin.part")))
+            try await h.session.resume(id)
+            try await h.wait(id) { $0.state == .downloading && $0.resumeCount == 1 }
+
             try await h.session.setLimit(nil, for: id)
             let started = ContinuousClock.now
             try await h.waitCompleted(id, timeout: 15)
             #expect(ContinuousClock.now - started < .seconds(10), "the wait under the old limit ended with it")
             #expect(sha256(ofFile: target) == h.server.sha256("/slow.bin"))
-            #expect(h.gets("/slow.bin").count == 1)
+            #expect(h.gets("/slow.bin").count == 2)
         }
     }
 }

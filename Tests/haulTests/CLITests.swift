@@ -124,6 +124,8 @@ import Testing
         (["add", "http://example.com/a", "-H", "Range: bytes=0-"], "set by haul itself"),
         (["get", "http://example.com/a", "--limit-rate", "fast"], "not a size"),
         (["get", "http://example.com/a", "--limit-rate", "100"], "at least 1K"),
+        (["add", "http://example.com/a", "--limit-rate-each", "500"], "--limit-rate-each must be at least 1K, or 0 for none"),
+        (["get", "http://example.com/a", "--limit-rate-each", "fast"], "not a size"),
         (["get", "http://example.com/a", "-j", "0"], "--max-active must be between 1 and 32"),
         (["get", "http://example.com/a", "--max-tries", "0"], "--max-tries must be between"),
         (["get", "http://example.com/a", "--stall-timeout", "0"], "--stall-timeout must be between"),
@@ -205,6 +207,7 @@ import Testing
         ("just words\n", "config:1: expected 'key = value'"),
         ("header = X-Bad\n", "config:1: header 'X-Bad' is not 'Name: value'"),
         ("fsync = maybe\n", "config:1: fsync must be true or false"),
+        ("limit-rate-each = 12\n", "config:1: limit-rate-each must be at least 1K, or 0 for none"),
     ])
     func aBadConfigLineIsAnErrorNamingTheLine(config: String, expected: String) async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("haul-cfg-\(UUID().uuidString)").path
