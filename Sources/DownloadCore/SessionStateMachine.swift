@@ -303,6 +303,14 @@ public struct SessionStateMachine: Sendable {
         self.nextID = max(nextID, (downloads.keys.map(\.rawValue).max() ?? 0) + 1)
     }
 
+    /// Notes in a restored download's history that the start-up found it must start over from
+    /// zero, and why (`QueueRecovery`: its part file went missing, or cannot be trusted after a
+    /// reboot).
+    public mutating func noteRestartAtStart(_ id: DownloadID, reason: String) {
+        guard downloads[id] != nil else { return }
+        note(id, .restarted, "restarted from zero at start: \(reason)")
+    }
+
     /// Starts queued downloads while slots are free (after `restore`).
     public mutating func startQueued() -> [Action] {
         startEligible()

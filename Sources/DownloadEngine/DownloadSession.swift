@@ -544,6 +544,9 @@ public actor DownloadSession {
         // (only those that differ: a long queue in order costs nothing).
         if committedOrder.enumerated().contains(where: { stored.positions[$0.element] != $0.offset }) { committedOrder = [] }
         machine.restore(plans.map(\.0.download), nextID: stored.nextID, holdPending: !startPending)
+        for (row, (plan, _)) in zip(stored.downloads, plans) where plan.download.restartCount > row.restartCount {
+            machine.noteRestartAtStart(row.id, reason: plan.download.restartReason ?? "its bytes could not be trusted")
+        }
         var actions: [Action] = []
         for (plan, _) in plans where plan.needsFinalize {
             machine.needsPlacing(plan.download.id)

@@ -202,6 +202,17 @@ import Testing
         _ = bAttempt
     }
 
+    @Test func aRestartFoundAtStartIsNoted() throws {
+        var m = machine()
+        var row = Download(id: DownloadID(4), url: url("a"), destination: .file("/d/a"), partPath: "/d/a.part")
+        row.state = .paused
+        m.restore([row], nextID: 5, holdPending: false)
+        m.noteRestartAtStart(DownloadID(4), reason: "part file was missing")
+        m.noteRestartAtStart(DownloadID(9), reason: "not in the queue")
+        let entries = m.takeHistory(at: now)
+        #expect(entries == [HistoryEntry(download: DownloadID(4), time: now, kind: .restarted, text: "restarted from zero at start: part file was missing")])
+    }
+
     @Test func segmentedResumesAndDiskWaitsAreNoted() throws {
         var m = machine()
         let (id, actions) = try m.schedule(url: url("a"), destination: .file("/d/a"))
