@@ -43,6 +43,8 @@ public struct UIController: Sendable {
     let downloadDirectory: String
     /// Headers every URL added with `a` asks for.
     let defaults: RequestOptions
+    /// The speed limit of its own every URL added with `a` gets (`--limit-rate-each`).
+    let addLimit: Int64?
     /// `-j` or the config chose how many run at once, so `<` and `>` last only for this run.
     let maxActiveIsConfigured: Bool
     /// `--limit-rate` or the config chose the limit for all, so `L` lasts only for this run.
@@ -53,7 +55,7 @@ public struct UIController: Sendable {
     let log: @Sendable (String) -> Void
 
     public init(
-        queue: any QueueControl, terminal: any TerminalScreen, downloadDirectory: String, defaults: RequestOptions,
+        queue: any QueueControl, terminal: any TerminalScreen, downloadDirectory: String, defaults: RequestOptions, addLimit: Int64? = nil,
         maxActiveIsConfigured: Bool, limitIsConfigured: Bool = false, refreshInterval: Duration, saveMaxActive: @escaping @Sendable (Int) -> Void = { _ in },
         log: @escaping @Sendable (String) -> Void = { _ in }
     ) {
@@ -61,6 +63,7 @@ public struct UIController: Sendable {
         self.terminal = terminal
         self.downloadDirectory = downloadDirectory
         self.defaults = defaults
+        self.addLimit = addLimit
         self.maxActiveIsConfigured = maxActiveIsConfigured
         self.limitIsConfigured = limitIsConfigured
         self.refreshInterval = refreshInterval
@@ -248,7 +251,7 @@ public struct UIController: Sendable {
                 guard terminal.copy(text) else { return .message(StatusMessage("cannot copy: the screen is not a terminal", isError: true)) }
                 return .message(StatusMessage("copied with OSC 52 (where the terminal allows it): \(text)"))
             case .add(let urls):
-                let requests = urls.map { QueueRequest(url: $0, destination: .directory(downloadDirectory), options: defaults) }
+                let requests = urls.map { QueueRequest(url: $0, destination: .directory(downloadDirectory), options: defaults, limit: addLimit) }
                 let refused = await Self.add(requests, to: queue)
                 if let first = refused.first {
                     return .message(StatusMessage(urls.count == 1 ? first : "added \(urls.count - refused.count) of \(urls.count): \(first)", isError: true))

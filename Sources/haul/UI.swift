@@ -104,6 +104,7 @@ struct UI: AsyncParsableCommand {
             terminal: terminal,
             downloadDirectory: downloadDirectory,
             defaults: defaults,
+            addLimit: settings.limitRateEach,
             maxActiveIsConfigured: settings.maxActive != nil,
             limitIsConfigured: settings.limitRate != nil,
             refreshInterval: .milliseconds(Int(1000 / settings.refresh)),
@@ -200,6 +201,7 @@ extension UI {
             terminal: terminal,
             downloadDirectory: downloadDirectory,
             defaults: defaults,
+            addLimit: settings.limitRateEach,
             maxActiveIsConfigured: false,
             refreshInterval: .milliseconds(Int(1000 / settings.refresh))
         )

@@ -59,7 +59,7 @@ import Testing
         func snapshot() async throws(QueueControlError) -> SessionSnapshot { SessionSnapshot(downloads: [], maxActive: 3) }
         func record(_ intent: String) { intents.withLock { $0.append(intent) } }
         func schedule(_ requests: [QueueRequest]) async throws(QueueControlError) -> QueueScheduled {
-            record("schedule \(requests.map(\.url.absoluteString))")
+            record("schedule \(requests.map(\.url.absoluteString)) limit \(requests.map { $0.limit ?? 0 })")
             throw QueueControlError(.refused, "refused for the test")
         }
         func pause(_ id: DownloadID) async throws(QueueControlError) {
@@ -224,6 +224,24 @@ import Testing
         terminal.type(.char("q"))
         #expect(await run.value == .quit)
         #expect(queue.intents.withLock { $0 } == ["clearCompleted", "limit 307200"])
+    }
+
+    @Test func urlsAddedWithTheKeyGetTheLimitOfTheirOwnThatWasAskedFor() async throws {
+        let queue = FakeQueue(Self.snapshot())
+        let terminal = FakeTerminal()
+        let controller = UIController(
+            queue: queue, terminal: terminal, downloadDirectory: "/d", defaults: RequestOptions(), addLimit: 300 * 1024,
+            maxActiveIsConfigured: false, refreshInterval: .milliseconds(10)
+        )
+        let run = Task { await controller.run(ViewState(snapshot: Self.snapshot())) }
+        try await terminal.waitFor("the rows") { $0.contains("one.bin") }
+        terminal.type(.char("a"))
+        for character in "http://h/new.bin" { terminal.type(.char(character)) }
+        terminal.type(.enter)
+        try await CLIWait.until("the request reached the queue") { queue.intents.withLock { $0 }.contains { $0.hasPrefix("schedule") } }
+        #expect(queue.intents.withLock { $0 } == ["schedule [\"http://h/new.bin\"] limit [307200]"])
+        terminal.type(.char("q"))
+        #expect(await run.value == .quit)
     }
 
     @Test func theEndOfTheTerminalOrOfTheQueueEndsTheUI() async throws {
