@@ -18,9 +18,6 @@ public final class LoopbackServer: Sendable {
         /// The connection of each request (by its index in `log`): this server's port, the client's,
         /// and the channel (in `connections` while it is open).
         var ports: [Int: (server: Int, client: Int, channel: ObjectIdentifier)] = [:]
-        /// Body bytes of each request (by its index in `log`) the channel has been handed, counted
-        /// on its event loop (the writer hands them over there, after `write` returned).
-        var handed: [Int: Int] = [:]
         var inFlight = 0
         var peakInFlight = 0
     }
@@ -60,6 +57,10 @@ public final class LoopbackServer: Sendable {
             .serverChannelOption(.backlog, value: 256)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+            // Unwritable while any byte waits in this process: a body write returns once the bytes
+            // before it are in the kernel, so `bodyBytesSent` leads the kernel by one write at most
+            // (see `bytesDelivered`).
+            .childChannelOption(.writeBufferWaterMark, value: .init(low: 1, high: 1))
             .bind(host: host, port: port) { channel in
                 channel.eventLoop.makeCompletedFuture {
                     if let context {
@@ -183,48 +184,31 @@ public final class LoopbackServer: Sendable {
     }
 
     /// Body bytes the clients have read so far for `path` (every request), or for every path: those
-    /// handed to the channel, less those it still holds and those in the kernel between this
-    /// server and the client (this socket's send queue and the client socket's receive queue,
-    /// from `/proc/net/tcp`).
+    /// written, less those still in the kernel between this server and the client (this socket's
+    /// send queue and the client socket's receive queue, from `/proc/net/tcp`).
     ///
     /// What a client's speed is measured by on the server's side: on loopback the kernel buffers
-    /// megabytes between the two (a receive buffer grows with bursts of reads), and a body write
-    /// returns before its bytes leave the process, so the bytes written say how fast the buffers
-    /// filled, not how fast the client reads.
-    public func bytesDelivered(_ path: String? = nil) async -> Int {
-        if let delivered = await delivered(path) { return delivered }
-        return bytesSent(path)
+    /// megabytes between the two (a receive buffer grows with bursts of reads), so the bytes
+    /// written say how fast the buffers filled, not how fast the client reads.
+    public func bytesDelivered(_ path: String? = nil) -> Int {
+        delivered(path) ?? bytesSent(path)
     }
 
     /// `bytesDelivered`, or nil when `/proc/net/tcp` missed an open connection: it is read a page
     /// at a time, and sockets opened and closed meanwhile (other clients) can make it skip one.
-    private func delivered(_ path: String?) async -> Int? {
-        let (log, ports, connections) = state.withLock { state in (state.log, state.ports, state.connections) }
-        var requests: [(index: Int, sent: Int, ports: (server: Int, client: Int)?, open: Bool)] = []
-        for (index, record) in log.enumerated() where path == nil || record.path == path {
-            let connection = ports[index]
-            guard let connection, let channel = connections[connection.channel] else {
-                // Closed: whatever it was handed has left, read or dropped with the connection.
-                requests.append((index, record.bodyBytesSent, connection.map { ($0.server, $0.client) }, false))
-                continue
-            }
-            // What the channel was handed and still holds, read together on its event loop.
-            let (handed, held) = await (try? channel.eventLoop.submit { [self] in
-                (self.state.withLock { $0.handed[index] ?? 0 }, (try? channel.syncOptions?.getOption(.bufferedWritableBytes)) ?? 0)
-            }.get()) ?? (record.bodyBytesSent, 0)
-            requests.append((index, handed - held, (connection.server, connection.client), true))
-        }
+    private func delivered(_ path: String?) -> Int? {
+        let (log, ports, open) = state.withLock { state in (state.log, state.ports, Set(state.connections.keys)) }
         let queues = Self.tcpQueues(ipv6: host.contains(":"))
         var delivered = 0
-        for request in requests {
+        for (index, record) in log.enumerated() where path == nil || record.path == path {
             var queued = 0
-            if let (server, client) = request.ports {
+            if let (server, client, channel) = ports[index] {
                 let sending = queues[Self.pair(server, client)]?.sending
                 let receiving = queues[Self.pair(client, server)]?.receiving
-                if request.open, sending == nil || receiving == nil { return nil }
+                if open.contains(channel), sending == nil || receiving == nil { return nil }
                 queued = (sending ?? 0) + (receiving ?? 0)
             }
-            delivered += max(0, request.sent - queued)
+            delivered += max(0, record.bodyBytesSent - queued)
         }
         return delivered
     }
@@ -241,7 +225,7 @@ public final class LoopbackServer: Sendable {
         var samples: [(time: Double, count: Double)] = []
         while started.duration(to: .now) < duration {
             let before = started.duration(to: .now)
-            let bytes = await delivered(path)
+            let bytes = delivered(path)
             let after = started.duration(to: .now)
             // Reading /proc/net/tcp takes a few milliseconds with hundreds of sockets; far longer
             // means the sampler was not running.
@@ -609,10 +593,9 @@ public final class LoopbackServer: Sendable {
                     return count
                 }
                 try await outbound.write(.body(.byteBuffer(buffer)))
-                // The writer hands the write to the channel in a task on its event loop, queued
-                // before this one: when this runs, the channel has it.
-                let total = sent + count
-                channel.eventLoop.execute { [self] in state.withLock { $0.handed[index] = total } }
+                // The writer hands the write to the channel on its event loop: once this runs, the
+                // channel has it, and knows whether it is writable for the next one.
+                try await channel.eventLoop.submit {}.get()
                 sent += count
                 position += count
                 state.withLock { $0.log[index].bodyBytesSent = sent }
