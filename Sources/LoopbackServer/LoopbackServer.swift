@@ -15,9 +15,8 @@ public final class LoopbackServer: Sendable {
         var redirects: [String: (status: Int, location: String, closeAfter: Bool)] = [:]
         var log: [RequestRecord] = []
         var connections: [ObjectIdentifier: any Channel] = [:]
-        /// The connection of each request (by its index in `log`): this server's port, the client's,
-        /// and the channel (in `connections` while it is open).
-        var ports: [Int: (server: Int, client: Int, channel: ObjectIdentifier)] = [:]
+        /// The ports of each request's connection (by its index in `log`): this server's and the client's.
+        var ports: [Int: (server: Int, client: Int)] = [:]
         var inFlight = 0
         var peakInFlight = 0
     }
@@ -57,10 +56,6 @@ public final class LoopbackServer: Sendable {
             .serverChannelOption(.backlog, value: 256)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
-            // Unwritable while any byte waits in this process: a body write returns once the bytes
-            // before it are in the kernel, so `bodyBytesSent` leads the kernel by one write at most
-            // (see `bytesDelivered`).
-            .childChannelOption(.writeBufferWaterMark, value: .init(low: 1, high: 1))
             .bind(host: host, port: port) { channel in
                 channel.eventLoop.makeCompletedFuture {
                     if let context {
@@ -191,78 +186,51 @@ public final class LoopbackServer: Sendable {
     /// megabytes between the two (a receive buffer grows with bursts of reads), so the bytes
     /// written say how fast the buffers filled, not how fast the client reads.
     public func bytesDelivered(_ path: String? = nil) -> Int {
-        delivered(path) ?? bytesSent(path)
-    }
-
-    /// `bytesDelivered`, or nil when `/proc/net/tcp` missed an open connection: it is read a page
-    /// at a time, and sockets opened and closed meanwhile (other clients) can make it skip one.
-    private func delivered(_ path: String?) -> Int? {
-        let (log, ports, open) = state.withLock { state in (state.log, state.ports, Set(state.connections.keys)) }
-        let queues = Self.tcpQueues(ipv6: host.contains(":"))
+        let (log, ports) = state.withLock { state in (state.log, state.ports) }
+        let queues = Self.tcpQueues()
         var delivered = 0
         for (index, record) in log.enumerated() where path == nil || record.path == path {
             var queued = 0
-            if let (server, client, channel) = ports[index] {
-                let sending = queues[Self.pair(server, client)]?.sending
-                let receiving = queues[Self.pair(client, server)]?.receiving
-                if open.contains(channel), sending == nil || receiving == nil { return nil }
-                queued = (sending ?? 0) + (receiving ?? 0)
+            if let (server, client) = ports[index] {
+                queued = (queues[Self.pair(server, client)]?.sending ?? 0) + (queues[Self.pair(client, server)]?.receiving ?? 0)
             }
             delivered += max(0, record.bodyBytesSent - queued)
         }
         return delivered
     }
 
-    /// How fast clients read `path` (or everything), in bytes a second: `rate(of:)` of
-    /// `bytesDelivered` sampled every 50 ms over `duration`.
+    /// How fast clients read `path` (or everything), in bytes a second: the least-squares slope
+    /// of `bytesDelivered` sampled every 50 ms over `duration`.
     ///
     /// A client reads in bursts (a few hundred KiB at a time from a full socket, then nothing
-    /// while its limit makes it wait): a fit over many samples smooths the steps that a
-    /// difference of two readings would take for the rate. A sample whose reading took long (the
-    /// sampler was preempted on a loaded machine) is left out: its time would not be its bytes'.
+    /// while its limit makes it wait): the fit over many samples smooths the steps that a
+    /// difference of two readings would take for the rate.
     public func deliveryRate(_ path: String? = nil, over duration: Duration) async throws -> Double {
         let started = ContinuousClock.now
-        var samples: [(time: Double, count: Double)] = []
-        while started.duration(to: .now) < duration {
-            let before = started.duration(to: .now)
-            let bytes = delivered(path)
-            let after = started.duration(to: .now)
-            // Reading /proc/net/tcp takes a few milliseconds with hundreds of sockets; far longer
-            // means the sampler was not running.
-            if let bytes, after - before < .milliseconds(100) {
-                let middle = (before + after) / 2
-                samples.append((Double(middle.components.seconds) + Double(middle.components.attoseconds) / 1e18, Double(bytes)))
-            }
+        var samples: [(time: Double, bytes: Double)] = []
+        while true {
+            let elapsed = started.duration(to: .now)
+            let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+            samples.append((seconds, Double(bytesDelivered(path))))
+            guard elapsed < duration else { break }
             try await Task.sleep(for: .milliseconds(50))
         }
-        return Self.rate(of: samples)
-    }
-
-    /// The rate of a count sampled over time (seconds, count): the median of the slopes between
-    /// every two samples at least half a second apart (Theil-Sen), so that a few readings off by
-    /// a burst (or taken late) do not move it, as they would a least-squares fit. 0 without two
-    /// such samples.
-    public static func rate(of samples: [(time: Double, count: Double)]) -> Double {
-        var slopes: [Double] = []
-        for (index, first) in samples.enumerated() {
-            for second in samples[(index + 1)...] where second.time - first.time >= 0.5 {
-                slopes.append((second.count - first.count) / (second.time - first.time))
-            }
-        }
-        guard !slopes.isEmpty else { return 0 }
-        slopes.sort()
-        let middle = slopes.count / 2
-        return slopes.count % 2 == 1 ? slopes[middle] : (slopes[middle - 1] + slopes[middle]) / 2
+        let count = Double(samples.count)
+        let meanTime = samples.reduce(0) { $0 + $1.time } / count
+        let meanBytes = samples.reduce(0) { $0 + $1.bytes } / count
+        let covariance = samples.reduce(0) { $0 + ($1.time - meanTime) * ($1.bytes - meanBytes) }
+        let variance = samples.reduce(0) { $0 + ($1.time - meanTime) * ($1.time - meanTime) }
+        return variance > 0 ? covariance / variance : 0
     }
 
     private static func pair(_ local: Int, _ remote: Int) -> Int {
         local << 16 | remote
     }
 
-    /// The send and receive queues of the TCP sockets, by local and remote port.
-    private static func tcpQueues(ipv6: Bool) -> [Int: (sending: Int, receiving: Int)] {
+    /// The send and receive queues of the loopback TCP sockets, by local and remote port.
+    private static func tcpQueues() -> [Int: (sending: Int, receiving: Int)] {
         var queues: [Int: (sending: Int, receiving: Int)] = [:]
-        for file in [ipv6 ? "/proc/net/tcp6" : "/proc/net/tcp"] {
+        for file in ["/proc/net/tcp", "/proc/net/tcp6"] {
             // Read to the end: a /proc file says it is empty (size 0) to anything that asks first.
             guard let handle = FileHandle(forReadingAtPath: file), let data = try? handle.readToEnd() else { continue }
             try? handle.close()
@@ -353,7 +321,7 @@ public final class LoopbackServer: Sendable {
         let ports = (channel.localAddress?.port, channel.remoteAddress?.port)
         let (index, plan) = state.withLock { state -> (Int, ResponsePlan) in
             state.log.append(record)
-            if let server = ports.0, let client = ports.1 { state.ports[state.log.count - 1] = (server, client, ObjectIdentifier(channel)) }
+            if let server = ports.0, let client = ports.1 { state.ports[state.log.count - 1] = (server, client) }
             state.inFlight += 1
             state.peakInFlight = max(state.peakInFlight, state.inFlight)
             return (state.log.count - 1, Self.plan(for: request, path: path, state: &state))
@@ -593,9 +561,6 @@ public final class LoopbackServer: Sendable {
                     return count
                 }
                 try await outbound.write(.body(.byteBuffer(buffer)))
-                // The writer hands the write to the channel on its event loop: once this runs, the
-                // channel has it, and knows whether it is writable for the next one.
-                try await channel.eventLoop.submit {}.get()
                 sent += count
                 position += count
                 state.withLock { $0.log[index].bodyBytesSent = sent }
