@@ -634,8 +634,7 @@ public struct ViewState: Sendable {
         if ["0", "none", "off"].contains(trimmed.lowercased()) { return .success(nil) }
         do {
             let value = try ByteCount.parse(trimmed, what: "limit")
-            // Below 1 KiB/s a single network read would take over a minute to pay for.
-            guard value >= 1024 else { return .failure(InvalidLimit(description: "a limit must be at least 1K (0 for none)")) }
+            guard value >= QueueLimits.minimumRate else { return .failure(InvalidLimit(description: "a limit must be at least 1K (0 for none)")) }
             return .success(value)
         } catch {
             return .failure(InvalidLimit(description: error.description))
