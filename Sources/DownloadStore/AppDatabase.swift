@@ -37,12 +37,14 @@ public struct AppDatabase: QueueJournal, Sendable {
             configuration.readonly = readOnly
             configuration.busyMode = .timeout(5)
             configuration.label = "haul.queue"
-            configuration.prepareDatabase { db in
-                if !db.configuration.readonly {
-                    try db.execute(sql: "PRAGMA synchronous = FULL")
-                }
-            }
             let pool = try DatabasePool(path: path, configuration: configuration)
+            if !readOnly {
+                // After the pool is open, not in `prepareDatabase`: opening a pool turns WAL on and
+                // then sets `synchronous = NORMAL` on its writer, which would undo ours. NORMAL
+                // syncs the WAL only at checkpoints, so a power loss could take back commits
+                // (a `completed` row, a checkpoint) that were already shown.
+                try pool.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA synchronous = FULL") }
+            }
             return try AppDatabase(pool, migrate: !readOnly)
         } catch let failure as Failure {
             throw failure
@@ -405,6 +407,12 @@ public struct AppDatabase: QueueJournal, Sendable {
         } catch {
             throw Failure(description: "cannot save the setting \(key): \(Self.describe(error))")
         }
+    }
+
+    /// The writer's `PRAGMA synchronous` level (2 is FULL: every commit is fsync'd), for tests and
+    /// diagnostics.
+    public func synchronousLevel() throws -> Int {
+        try writer.writeWithoutTransaction { db in try Int.fetchOne(db, sql: "PRAGMA synchronous") ?? -1 }
     }
 
     /// The schema migrations applied so far, oldest first (for tests and diagnostics).

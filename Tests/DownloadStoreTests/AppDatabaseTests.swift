@@ -30,6 +30,16 @@ import Testing
         try database.commit(changes)
     }
 
+    /// Every commit is fsync'd (`synchronous = FULL`), on a new database and on one opened again:
+    /// the pool's own WAL set-up (NORMAL) must not win, or a power loss takes back shown commits.
+    @Test func everyCommitIsSynced() throws {
+        let created = try AppDatabase.open(at: path)
+        #expect(try created.synchronousLevel() == 2)
+        try commit(created, saving: [try download(1)])
+        let reopened = try AppDatabase.open(at: path)
+        #expect(try reopened.synchronousLevel() == 2)
+    }
+
     @Test func requestOptionsAndSettingsSurviveAndBatchesKeepEachBoot() throws {
         let database = try AppDatabase.open(at: path)
         var first = try download(1)
