@@ -102,51 +102,34 @@ public actor DownloadSession {
     /// stays pending, and the next start runs it again).
     private var hooksAbandoned = false
 
-    // Journal state. A change is committed before the snapshot that shows it is published.
+    // Journal state. A change is committed before the snapshot that shows it is published: what
+    // is synced, committed, dirty and shown lives in the pure `ledger`; the session carries out
+    // its actions.
     private let journal: (any QueueJournal)?
     private let journalQueue = DispatchQueue(label: "haul.journal")
     private let bootID: String?
-    /// The last commit in line; each waits for the one before, so commits and snapshots keep order.
-    private var journalTail: Task<Void, Never>?
-    /// The commit in line that has not started yet: new changes join it.
-    private var waitingPublish: (task: Task<Void, Never>, showing: Bool, generation: UInt64)?
-    /// The publishes in line that only transfer events asked for: their snapshots may be throttled.
-    private var relaxedPublishes: Set<UInt64> = []
-    /// When the last snapshot was published, and the publish that will show what a throttled one
-    /// did not.
-    private var lastShown = ContinuousClock.now
+    private var ledger: DurabilityLedger
+    /// Callers waiting for their publish to be committed (and shown), by its token.
+    private var waiters: [(token: UInt64, continuation: CheckedContinuation<Void, Never>)] = []
+    /// Every publish up to this token is committed (and shown, when it asked).
+    private var settledToken: UInt64 = 0
+    /// The publish that will show what a throttled snapshot did not.
     private var trailingShow: Task<Void, Never>?
-    private var publishGeneration: UInt64 = 0
-    /// Each download as the journal last committed it (speed zero, bytes the checkpoint).
-    private var committed: [DownloadID: Download] = [:]
-    private var committedOrder: [DownloadID] = []
-    private var committedPositions: [DownloadID: Int] = [:]
-    /// Downloads whose row must be looked at again (a new checkpoint, a failed commit).
-    private var journalDirty: Set<DownloadID> = []
-    /// Removals whose commit failed: the next commit deletes them again.
-    private var uncommittedRemovals: Set<DownloadID> = []
-    /// How far each part file is known to be fsync'd: the most a checkpoint may claim.
-    private var durable: [DownloadID: Int64] = [:]
-    /// Downloads whose `durable` claim was counted without an fsync (`--no-fsync`); cleared by a sync.
-    private var unsynced: Set<DownloadID> = []
-    /// The rows last committed as unsynced.
-    private var committedUnsynced: Set<DownloadID> = []
-    private var checkpointing: Set<DownloadID> = []
     /// The snapshot published last.
     private var published = SessionSnapshot(downloads: [], maxActive: 0)
-    /// History entries taken from the machine (stamped when taken), for the next commit.
-    private var historyOutbox: [HistoryEntry] = []
     /// The history of this run, by download, when the journal keeps none (or there is none).
     private var historyInMemory: [DownloadID: [HistoryEntry]] = [:]
     /// The latest of those entries, over every download, oldest first.
     private var recentInMemory: [HistoryEntry] = []
-    /// The global limit changed since the last commit: the next one stores it.
-    private var limitChanged = false
-    /// Set for the last commit of a shutdown: it takes the history entries that wait for a change.
-    private var flushHistory = false
-    /// Why the journal refuses commits, from the first that failed until one succeeds: snapshots
-    /// say so, and commits are tried once instead of for seconds (a full disk stays full).
-    private var journalFailure: String?
+    /// What each checkpoint sync in flight must still find to count: the transfer's truncation
+    /// count and parts board, as read before the sync began.
+    private var syncGuards: [DownloadID: SyncGuard] = [:]
+
+    private struct SyncGuard {
+        var progress: TransferProgress
+        var truncations: Int
+        var board: SharedBoard?
+    }
 
     private struct RunningTransfer {
         var attempt: AttemptID
@@ -161,6 +144,7 @@ public actor DownloadSession {
         self.configuration = configuration
         self.journal = journal
         bootID = BootID.current()
+        ledger = DurabilityLedger(configuration: .init(syncs: configuration.syncOnCompletion))
         machine = SessionStateMachine(configuration: .init(
             maxActive: max(1, configuration.maxActive), maxTries: max(1, configuration.maxTries), backoff: configuration.backoff,
             hooks: configuration.hooks.events, limit: configuration.limitBytesPerSecond
@@ -220,7 +204,7 @@ public actor DownloadSession {
             case .changed(let id, let note, let index, let seen):
                 do {
                     actions += try machine.fetchAgain(id, seen: (index, seen))
-                    durable[id] = 0
+                    ledger.emptied(id)
                     configuration.logger.notice("fetch again", metadata: ["id": "\(id)", "why": "\(note)"])
                     ids.append(id)
                     notes.append((id, note))
@@ -316,11 +300,10 @@ public actor DownloadSession {
         try checkOpen()
         try machine.remove(id)
         retryTimers.removeValue(forKey: id)?.cancel()
-        durable[id] = nil
-        unsynced.remove(id)
+        ledger.forgot(id)
         historyInMemory[id] = nil
         recentInMemory.removeAll { $0.download == id }
-        await publish().value
+        await settled(publish())
     }
 
     public func pauseAll() async {
@@ -365,9 +348,9 @@ public actor DownloadSession {
         try checkOpen()
         try machine.setLimit(bytesPerSecond)
         limiter.setRate(machine.configuration.limit)
-        limitChanged = true
+        ledger.limitDidChange()
         configuration.logger.notice("limit", metadata: ["bytes_per_second": "\(machine.configuration.limit.map(String.init) ?? "none")"])
-        await publish().value
+        await settled(publish())
     }
 
     /// Sets one download's own limit (nil or 0: none), at once for its running transfer (every
@@ -376,7 +359,7 @@ public actor DownloadSession {
         try checkOpen()
         try machine.setLimit(bytesPerSecond, for: id)
         transfers[id]?.limiter.setRate(machine.download(id)?.limit)
-        await publish().value
+        await settled(publish())
     }
 
     /// Forgets every completed download in one commit (their files stay); returns how many.
@@ -384,14 +367,13 @@ public actor DownloadSession {
         try checkOpen()
         let cleared = machine.clearCompleted()
         for id in cleared {
-            durable[id] = nil
-            unsynced.remove(id)
+            ledger.forgot(id)
             historyInMemory[id] = nil
         }
         let gone = Set(cleared)
         recentInMemory.removeAll { gone.contains($0.download) }
         if !cleared.isEmpty { configuration.logger.info("cleared completed", metadata: ["count": "\(cleared.count)"]) }
-        await publish().value
+        await settled(publish())
         return cleared.count
     }
 
@@ -404,26 +386,14 @@ public actor DownloadSession {
         guard let journal, journal.keepsHistory else {
             return Self.latest(id.map { historyInMemory[$0] ?? [] } ?? recentInMemory, id: id)
         }
-        // In line with the commits: every entry taken before this read is stored or still in the
-        // outbox, never both, and a commit after it waits for it.
-        let previous = journalTail
-        let queue = journalQueue
-        let read = Task { () -> [HistoryEntry] in
-            await previous?.value
-            let pending = self.pendingHistory(id)
-            let stored = await withCheckedContinuation { (continuation: CheckedContinuation<[HistoryEntry], Never>) in
-                queue.async { continuation.resume(returning: (try? journal.history(id)) ?? []) }
-            }
-            return Self.latest(stored + pending, id: id)
+        // In line with the commits: the read goes on the journal's serial queue behind every commit
+        // already handed to it, and the outbox holds what no commit took yet. (A commit between
+        // two tries of a busy database holds its entries for a moment: they show again after.)
+        let pending = ledger.pendingHistory(id)
+        let stored = await withCheckedContinuation { (continuation: CheckedContinuation<[HistoryEntry], Never>) in
+            journalQueue.async { continuation.resume(returning: (try? journal.history(id)) ?? []) }
         }
-        journalTail = Task { _ = await read.value }
-        return await read.value
-    }
-
-    /// The entries of `id` (all with nil) taken but not committed yet.
-    private func pendingHistory(_ id: DownloadID?) -> [HistoryEntry] {
-        takeHistory()
-        return id.map { id in historyOutbox.filter { $0.download == id } } ?? historyOutbox
+        return Self.latest(stored + pending, id: id)
     }
 
     /// The last entries a history answer holds: one download's kept ones, or the queue's recent ones.
@@ -436,7 +406,7 @@ public actor DownloadSession {
         let entries = machine.takeHistory(at: Date())
         guard !entries.isEmpty else { return }
         if let journal, journal.keepsHistory {
-            historyOutbox += entries
+            ledger.note(entries)
         } else {
             for entry in entries {
                 historyInMemory[entry.download, default: []].append(entry)
@@ -484,8 +454,8 @@ public actor DownloadSession {
         trailingShow = nil
         for transfer in transfers.values { transfer.task.cancel() }
         for tail in fileTails.values { await tail.value }
-        flushHistory = true
-        await publish().value
+        ledger.flushingHistory = true
+        await settled(publish())
         await clients.shutdown()
         continuation.finish()
     }
@@ -527,22 +497,13 @@ public actor DownloadSession {
         // The plans are in the stored order, one per download.
         for (row, (plan, synced)) in zip(stored.downloads, plans) {
             let download = plan.download
-            committed[download.id] = Self.rowValue(row)
-            durable[download.id] = synced ? download.bytesOnDisk : min(download.bytesOnDisk, row.bytesOnDisk)
-            if stored.unsyncedCheckpoints.contains(download.id) {
-                committedUnsynced.insert(download.id)
-                if !synced { unsynced.insert(download.id) }
-            }
+            ledger.restored(download, stored: row, synced: synced, storedUnsynced: stored.unsyncedCheckpoints.contains(download.id))
             if let note = plan.note {
                 notes.append("[\(download.id)] \(note)")
                 configuration.logger.notice("recovery", metadata: ["id": "\(download.id)", "note": "\(note)"])
             }
         }
-        committedOrder = stored.downloads.map(\.id)
-        committedPositions = stored.positions
-        // Positions that are not exactly the queue order are rewritten, once, by the first commit
-        // (only those that differ: a long queue in order costs nothing).
-        if committedOrder.enumerated().contains(where: { stored.positions[$0.element] != $0.offset }) { committedOrder = [] }
+        ledger.restoredOrder(stored.downloads.map(\.id), positions: stored.positions)
         machine.restore(plans.map(\.0.download), nextID: stored.nextID, holdPending: !startPending)
         for (row, (plan, _)) in zip(stored.downloads, plans) where plan.download.restartCount > row.restartCount {
             machine.noteRestartAtStart(row.id, reason: plan.download.restartReason ?? "its bytes could not be trusted")
@@ -608,7 +569,7 @@ public actor DownloadSession {
         if !finalizing.isEmpty {
             // Committed, not shown: nobody sees `completed` before the file is in place, and a
             // crash from here on finds a completed row with its bytes and places them.
-            await publish(showing: false, soon: soon).value
+            await settled(publish(showing: false, soon: soon))
             var freed: [Action] = []
             for id in finalizing { freed += await finalize(id) }
             await perform(freed, soon: soon)
@@ -617,13 +578,13 @@ public actor DownloadSession {
         if !hooks.isEmpty {
             // The row with its hook pending is committed first: the hook may run twice (a crash
             // after it ran), never not at all.
-            await published.value
+            await settled(published)
             for (id, event, token) in hooks { startHook(id, event, token: token) }
         }
         // Each stopped transfer publishes its final byte count itself when it ends: wait for that
         // publish too (the last in line), so that the caller's next snapshot shows the bytes kept.
         for task in waits { await task.value }
-        if waits.isEmpty { await published.value } else { await journalTail?.value }
+        await settled(waits.isEmpty ? published : ledger.newestToken)
     }
 
     // MARK: Hooks
@@ -660,7 +621,7 @@ public actor DownloadSession {
         // A shutdown that stopped waiting has committed its last rows: this one stays pending.
         guard !hooksAbandoned else { return }
         machine.hookEnded(id, token: token, status: status)
-        await publish().value
+        await settled(publish())
     }
 
     /// Waits for the running hooks, at most `limit`; the ones still running then are left running
@@ -742,19 +703,16 @@ public actor DownloadSession {
     /// part's bytes. The first part claims no more than is synced.
     private func transferSplit(_ id: DownloadID, attempt: AttemptID, parts: [Segment]) async -> Bool {
         guard machine.runningAttempt(id) == attempt, !isShutDown else { return false }
-        var parts = parts
-        if !parts.isEmpty { parts[0].next = min(parts[0].next, max(parts[0].start, durable[id] ?? 0)) }
-        machine.recordSegments(id, parts)
-        durable[id] = Segments.bytesOnDisk(parts)
-        await publish().value
+        machine.recordSegments(id, ledger.split(id, parts))
+        await settled(publish())
         return true
     }
 
     /// The attempt throws its parts away (the resource changed): committed before the file is emptied.
     private func transferDiscards(_ id: DownloadID) async {
         machine.discardVersion(id)
-        durable[id] = 0
-        await publish().value
+        ledger.emptied(id)
+        await settled(publish())
     }
 
     private func transferResponded(_ id: DownloadID, attempt: AttemptID, info: SessionStateMachine.ResponseInfo) {
@@ -762,9 +720,9 @@ public actor DownloadSession {
         switch info.disposition {
         case .fresh, .restarted:
             // The part file was cut to zero: nothing of the new version is synced yet.
-            durable[id] = 0
+            ledger.emptied(id)
         case .resumed(let offset, _):
-            durable[id] = min(durable[id] ?? 0, offset)
+            ledger.resumed(id, from: offset)
         }
         configuration.logger.info("response", metadata: ["id": "\(id)", "status": "\(info.status)", "disposition": "\(info.disposition)"])
         publish(soon: true)
@@ -777,9 +735,7 @@ public actor DownloadSession {
         if spaceClaims[id]?.attempt == attempt { spaceClaims[id] = nil }
         if synced, let state = machine.download(id)?.state, state != .cancelled {
             if let parts = result.segments, outcome != .completed { machine.recordSegments(id, parts) }
-            durable[id] = bytesOnDisk
-            unsynced.remove(id)
-            journalDirty.insert(id)
+            ledger.attemptEnded(id, bytes: bytesOnDisk, synced: true, cancelled: false)
         }
         configuration.logger.info("attempt ended", metadata: ["id": "\(id)", "attempt": "\(attempt)", "outcome": "\(outcome)"])
         let actions = machine.transferFinished(
@@ -979,13 +935,15 @@ public actor DownloadSession {
         return true
     }
 
-    /// fsyncs the part file of each running download that grew, then lets the journal claim the
-    /// bytes counted before the sync began. The sync runs on its own thread: the transfer keeps
-    /// writing meanwhile and never waits for it. Without `syncOnCompletion` (`--no-fsync`) nothing
-    /// is synced: the bytes written are claimed at once, marked unsynced.
+    /// fsyncs the part files of the running downloads that grew, all in one pass, then lets the
+    /// journal claim the bytes counted before the pass began, in one commit. The syncs run on
+    /// their own threads: the transfers keep writing meanwhile and never wait for them. Without
+    /// `syncOnCompletion` (`--no-fsync`) nothing is synced: the bytes written are claimed at once,
+    /// marked unsynced.
     private func checkpointRunning() {
-        let sync = configuration.syncOnCompletion
-        for (id, transfer) in transfers where !checkpointing.contains(id) {
+        var samples: [DurabilityLedger.Sample] = []
+        var guards: [DownloadID: SyncGuard] = [:]
+        for (id, transfer) in transfers where !ledger.syncing.contains(id) {
             let progress = transfer.progress
             // Read the truncation count first: a truncation after it makes the bytes void.
             let truncations = progress.truncations.load(ordering: .sequentiallyConsistent)
@@ -993,22 +951,41 @@ public actor DownloadSession {
             let board = progress.board
             let parts = board?.segments
             let bytes = parts.map(Segments.bytesOnDisk) ?? progress.bytesOnDisk.load(ordering: .sequentiallyConsistent)
-            guard truncations % 2 == 0, bytes > durable[id] ?? 0, let path = machine.download(id)?.partPath else { continue }
-            let attempt = transfer.attempt
-            guard sync else {
-                checkpointed(id, attempt: attempt, bytes: bytes, parts: parts, valid: true, synced: false)
-                continue
-            }
-            checkpointing.insert(id)
+            guard let path = machine.download(id)?.partPath else { continue }
+            let order = DurabilityLedger.SyncOrder(id: id, attempt: transfer.attempt, path: path, bytes: bytes, parts: parts)
+            samples.append(.init(order, truncating: truncations % 2 != 0))
+            guards[id] = SyncGuard(progress: progress, truncations: truncations, board: board)
+        }
+        let (actions, claimed) = ledger.checkpointDue(samples)
+        for order in claimed {
+            if let parts = order.parts { machine.recordSegments(order.id, parts) }
+        }
+        if !claimed.isEmpty { publish(soon: true) }
+        for case .sync(let orders) in actions {
+            for order in orders { syncGuards[order.id] = guards[order.id] }
             Task { [weak self] in
-                let synced = await FileSync.sync(path)
-                // The bytes counted were written before the sync began, unless the file was cut
-                // (or its parts thrown away) since.
-                let valid = synced && progress.truncations.load(ordering: .sequentiallyConsistent) == truncations
-                    && progress.board === board
-                await self?.checkpointed(id, attempt: attempt, bytes: bytes, parts: parts, valid: valid, synced: true)
+                let results = await FileSync.syncAll(orders.map(\.path))
+                await self?.checkpointsSynced(orders, results)
             }
         }
+    }
+
+    /// A checkpoint pass ended: each synced file's bytes count unless its file was cut (or its
+    /// parts thrown away) since they were counted, or its attempt ended.
+    private func checkpointsSynced(_ orders: [DurabilityLedger.SyncOrder], _ results: [Bool]) {
+        var accepted = false
+        for (order, synced) in zip(orders, results) {
+            let check = syncGuards.removeValue(forKey: order.id)
+            let valid = synced && check.map { check in
+                check.progress.truncations.load(ordering: .sequentiallyConsistent) == check.truncations && check.progress.board === check.board
+            } ?? false
+            let current = machine.runningAttempt(order.id) == order.attempt
+            if case .accepted(let parts) = ledger.synced(order, valid: valid, current: current) {
+                if let parts { machine.recordSegments(order.id, parts) }
+                accepted = true
+            }
+        }
+        if accepted { publish(soon: true) }
     }
 
     /// Records the parts of each segmented transfer as written, unsynced: a small commit about ten
@@ -1027,142 +1004,108 @@ public actor DownloadSession {
         }
     }
 
-    private func checkpointed(_ id: DownloadID, attempt: AttemptID, bytes: Int64, parts: [Segment]?, valid: Bool, synced: Bool) {
-        checkpointing.remove(id)
-        guard valid, machine.runningAttempt(id) == attempt else { return }
-        if let parts {
-            // Parts only ever grow within an attempt; a later snapshot supersedes an earlier one.
-            guard bytes >= durable[id] ?? 0 else { return }
-            machine.recordSegments(id, parts)
-            durable[id] = bytes
-        } else {
-            durable[id] = max(durable[id] ?? 0, bytes)
-        }
-        if !synced { unsynced.insert(id) }
-        journalDirty.insert(id)
-        publish(soon: true)
-    }
-
     // MARK: Journal and snapshots
 
-    /// Commits what changed, then publishes the snapshot that shows it; returns the task doing so.
-    ///
-    /// Tasks queue behind each other, so commits and snapshots keep their order; a commit takes
-    /// everything that changed until it runs, so a burst of changes costs one transaction.
-    ///
-    /// A commit that waits its turn takes the changes made until it starts, so a request while one
-    /// waits joins it: a burst of changes (a thousand downloads queued, a thousand finishing) costs
-    /// a few commits and snapshots, not one each.
-    ///
-    /// `soon` lets the commit wait `joinWindow` first, so that more events join it; a commit
-    /// requested without `soon` wakes a waiting one at once.
+    /// Asks for what changed to be committed, then shown; returns the token that `settled` waits
+    /// for. The ledger groups the requests: one commit is in flight at a time and everything asked
+    /// for meanwhile shares the next; `soon` (a transfer's event) lets the commit wait a few
+    /// milliseconds for others and lets its snapshot be throttled on a long queue.
     @discardableResult
-    private func publish(showing: Bool = true, soon: Bool = false) -> Task<Void, Never> {
+    private func publish(showing: Bool = true, soon: Bool = false) -> UInt64 {
         // Stamped with the time of the change, not of the commit that takes it.
         takeHistory()
-        if let waiting = waitingPublish {
-            // Cancelling only cuts the wait short.
-            if !soon {
-                waiting.task.cancel()
-                relaxedPublishes.remove(waiting.generation)
-            }
-            if waiting.showing == showing { return waiting.task }
-        }
-        let previous = journalTail
-        publishGeneration &+= 1
-        let generation = publishGeneration
-        let task = Task {
-            if soon { try? await Task.sleep(for: Self.joinWindow) }
-            await previous?.value
-            await self.commitAndYield(showing: showing, generation: generation)
-        }
-        waitingPublish = (task, showing, generation)
-        if soon { relaxedPublishes.insert(generation) }
-        journalTail = task
-        return task
+        let (token, actions) = ledger.publish(showing: showing, soon: soon)
+        carryOut(actions)
+        return token
     }
 
-    /// How long a transfer's event waits for others to share its commit and snapshot.
-    static let joinWindow = Duration.milliseconds(10)
-
-    /// The least time between two snapshots that only transfer events asked for: 50 µs per
-    /// download (at most 250 ms), nothing for a short queue. A snapshot copies the whole queue and
-    /// each reader looks at all of it, so a long queue shows transfer events less often and the
-    /// cost of keeping up stays a bounded share of a core. A person's intent is shown at once.
-    private var snapshotGap: Duration {
-        .microseconds(min(250_000, machine.order.count * 50))
+    /// Returns once the publish `token` is committed (and shown, when it asked to be).
+    private func settled(_ token: UInt64) async {
+        guard token > settledToken else { return }
+        await withCheckedContinuation { continuation in waiters.append((token, continuation)) }
     }
 
-    private func commitAndYield(showing: Bool, generation: UInt64) async {
-        // From here on, changes need a commit of their own.
-        if waitingPublish?.generation == generation { waitingPublish = nil }
-        let urgent = relaxedPublishes.remove(generation) == nil
-        let changes = takeChanges()
-        var show = showing
-        if showing, !urgent {
-            let since = lastShown.duration(to: .now)
-            let gap = snapshotGap
-            if since < gap {
-                show = false
-                showLater(after: gap - since)
+    private func carryOut(_ actions: [DurabilityLedger.Action]) {
+        for action in actions {
+            switch action {
+            case .commit(let token, let delay):
+                Task {
+                    if delay > .zero { try? await Task.sleep(for: delay) }
+                    await self.commit(token)
+                }
+            case .sync:
+                // Checkpoint passes are started where they are asked for (`checkpointRunning`).
+                break
+            case .showLater(let delay):
+                guard trailingShow == nil, !isShutDown else { continue }
+                trailingShow = Task { [weak self] in
+                    try? await Task.sleep(for: delay)
+                    await self?.showTrailing()
+                }
             }
         }
-        // Taken with the changes: it shows exactly what this commit wrote.
-        var snapshot = show ? visibleSnapshot() : nil
-        if let journal, !changes.isEmpty {
-            // A busy database may pass: retry for about three seconds before showing the change
-            // anyway (the rows stay dirty, so the next commit writes them again). A full or
-            // read-only disk gets one try a commit: it is said on every snapshot, and a quit must
-            // not take seconds per commit.
-            var delayMilliseconds = 50
-            var failure: JournalFailure?
-            for _ in 0..<(journalFailure == nil ? 6 : 1) {
-                failure = await withCheckedContinuation { continuation in
-                    journalQueue.async {
-                        do {
-                            try journal.commit(changes)
-                            continuation.resume(returning: nil)
-                        } catch let error as JournalFailure {
-                            continuation.resume(returning: error)
-                        } catch {
-                            // Not a failure in haul's words (the store throws only those): never a
-                            // library's words on screen.
-                            continuation.resume(returning: JournalFailure("the queue's database refused the write"))
-                        }
+    }
+
+    /// Carries out commit `token`: takes the changes (and the snapshot that shows exactly them),
+    /// writes them, publishes the snapshot, settles the publishes it covers.
+    private func commit(_ token: UInt64) async {
+        takeHistory()
+        guard let (commit, actions) = ledger.beginCommit(token, machine: &machine, journaled: journal != nil, bootID: bootID, now: .now) else { return }
+        carryOut(actions)
+        // Taken with the changes: it shows exactly what this commit writes.
+        var snapshot = commit.show ? visibleSnapshot() : nil
+        var failure: JournalFailure?
+        if let journal, !commit.changes.isEmpty {
+            failure = await write(commit.changes, to: journal, tries: commit.tries)
+            if let failure { configuration.logger.error("journal commit failed", metadata: ["error": "\(failure.description)"]) }
+        }
+        let next = ledger.commitEnded(commit, failure: failure, now: .now)
+        if var shown = snapshot {
+            shown.unsaved = ledger.failure
+            snapshot = shown
+            published = shown
+            continuation.yield(shown)
+        }
+        settledToken = max(settledToken, commit.token)
+        let due = waiters.filter { $0.token <= commit.token }
+        waiters.removeAll { $0.token <= commit.token }
+        for waiter in due { waiter.continuation.resume() }
+        carryOut(next)
+    }
+
+    /// Writes `changes` on the journal's serial queue (a commit may block on the disk). A busy
+    /// database may pass: up to `tries` tries, 50 ms apart and doubling (about three seconds),
+    /// before the change is shown anyway (the ledger writes its rows again with the next commit).
+    private func write(_ changes: QueueChanges, to journal: any QueueJournal, tries: Int) async -> JournalFailure? {
+        var delayMilliseconds = 50
+        var failure: JournalFailure?
+        for _ in 0..<max(1, tries) {
+            failure = await withCheckedContinuation { continuation in
+                journalQueue.async {
+                    do {
+                        try journal.commit(changes)
+                        continuation.resume(returning: nil)
+                    } catch let error as JournalFailure {
+                        continuation.resume(returning: error)
+                    } catch {
+                        // Not a failure in haul's words (the store throws only those): never a
+                        // library's words on screen.
+                        continuation.resume(returning: JournalFailure("the queue's database refused the write"))
                     }
                 }
-                guard let failure, failure.transient else { break }
-                // Not `Task.sleep`: a publish woken early (cancelled) must still wait between tries.
-                await withCheckedContinuation { continuation in
-                    journalQueue.asyncAfter(deadline: .now() + .milliseconds(delayMilliseconds)) {
-                        continuation.resume()
-                    }
-                }
-                delayMilliseconds *= 2
             }
-            if let failure { commitFailed(changes, reason: failure.description) }
-            journalFailure = failure.map { "cannot save the queue: \($0.description)" }
+            guard let failure, failure.transient else { break }
+            try? await Task.sleep(for: .milliseconds(delayMilliseconds))
+            delayMilliseconds *= 2
         }
-        snapshot?.unsaved = journalFailure
-        guard let snapshot else { return }
-        published = snapshot
-        lastShown = .now
-        continuation.yield(snapshot)
-    }
-
-    /// Publishes once `delay` has passed, to show what a throttled snapshot left out.
-    private func showLater(after delay: Duration) {
-        guard trailingShow == nil, !isShutDown else { return }
-        trailingShow = Task { [weak self] in
-            try? await Task.sleep(for: delay)
-            await self?.showTrailing()
-        }
+        return failure
     }
 
     private func showTrailing() {
         trailingShow = nil
         guard !isShutDown else { return }
-        publish(soon: true)
+        let (_, actions) = ledger.trailingShowDue()
+        carryOut(actions)
     }
 
     /// The machine's picture, with downloads being placed, and paused or requeued downloads whose
@@ -1187,83 +1130,6 @@ public actor DownloadSession {
         var shown = snapshot
         shown.downloads = downloads
         return shown
-    }
-
-    /// The rows that differ from what the journal holds, assumed committed from here on.
-    private func takeChanges() -> QueueChanges {
-        let touched = machine.takeTouched()
-        takeHistory()
-        guard journal != nil else { return QueueChanges() }
-        var changes = QueueChanges()
-        changes.bootID = bootID
-        if limitChanged {
-            changes.limit = QueueChanges.LimitSetting(machine.configuration.limit)
-            limitChanged = false
-        }
-        let order = machine.order
-        if order != committedOrder || committedPositions.count != order.count {
-            for (index, id) in order.enumerated() where committedPositions[id] != index {
-                changes.positions[id] = index
-                committedPositions[id] = index
-            }
-            committedOrder = order
-        }
-        for id in touched.union(journalDirty) {
-            guard let download = machine.download(id) else {
-                if committed.removeValue(forKey: id) != nil || uncommittedRemovals.remove(id) != nil { changes.removed.append(id) }
-                committedPositions[id] = nil
-                committedUnsynced.remove(id)
-                continue
-            }
-            var row = Self.rowValue(download)
-            var rowUnsynced = false
-            if download.state != .completed && download.state != .cancelled {
-                row.bytesOnDisk = min(download.bytesOnDisk, durable[id] ?? 0)
-                rowUnsynced = unsynced.contains(id)
-            }
-            guard committed[id] != row || committedUnsynced.contains(id) != rowUnsynced else { continue }
-            committed[id] = row
-            if rowUnsynced {
-                committedUnsynced.insert(id)
-                changes.unsynced.insert(id)
-            } else {
-                committedUnsynced.remove(id)
-            }
-            changes.saved.append(row)
-            if let index = committedPositions[id] { changes.positions[id] = index }
-        }
-        journalDirty = []
-        // History rides on a commit the queue makes anyway, never one of its own: an entry with
-        // nothing else to commit (an attempt's request, noted before its response) waits for the
-        // next change, which an attempt always brings; the last commit of a shutdown takes all.
-        if !historyOutbox.isEmpty, !changes.isEmpty || flushHistory {
-            changes.history = historyOutbox
-            historyOutbox = []
-        }
-        return changes
-    }
-
-    /// Forgets that `changes` were committed, so the next commit writes them again.
-    private func commitFailed(_ changes: QueueChanges, reason: String) {
-        configuration.logger.error("journal commit failed", metadata: ["error": "\(reason)"])
-        // Before what was taken since: the history keeps its order.
-        historyOutbox = changes.history + historyOutbox
-        if changes.limit != nil { limitChanged = true }
-        for download in changes.saved { committed[download.id] = nil }
-        journalDirty.formUnion(changes.saved.map(\.id))
-        journalDirty.formUnion(changes.removed)
-        uncommittedRemovals.formUnion(changes.removed)
-        if !changes.positions.isEmpty {
-            committedPositions = [:]
-            committedOrder = []
-        }
-    }
-
-    /// A download as the journal stores it: no speed.
-    private static func rowValue(_ download: Download) -> Download {
-        var row = download
-        row.bytesPerSecond = 0
-        return row
     }
 
     private func checkOpen() throws(TransitionError) {

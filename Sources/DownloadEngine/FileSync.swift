@@ -21,6 +21,20 @@ enum FileSync {
         await run { syncNow(path) }
     }
 
+    /// Flushes every file of `paths` in one pass (the syncs run side by side, so the file system's
+    /// journal commits them together); each result says whether that file's sync succeeded.
+    static func syncAll(_ paths: [String]) async -> [Bool] {
+        guard paths.count > 1 else { return paths.isEmpty ? [] : [await sync(paths[0])] }
+        return await withCheckedContinuation { continuation in
+            let group = DispatchGroup()
+            let results = SyncResults(count: paths.count)
+            for (index, path) in paths.enumerated() {
+                queue.async(group: group) { results.set(index, syncNow(path)) }
+            }
+            group.notify(queue: queue) { continuation.resume(returning: results.values) }
+        }
+    }
+
     /// Runs blocking `work` on the file-work threads.
     static func run<T: Sendable>(_ work: @escaping @Sendable () -> T) async -> T {
         await withCheckedContinuation { continuation in
@@ -83,5 +97,24 @@ public enum BootID {
         guard count > 0 else { return nil }
         let text = String(decoding: buffer[0..<count], as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
         return text.isEmpty ? nil : text
+    }
+}
+
+/// The results of a sync pass, written from the pass's threads.
+private final class SyncResults: @unchecked Sendable {
+    // Guarded by `lock`.
+    private var stored: [Bool]
+    private let lock = NSLock()
+
+    init(count: Int) {
+        stored = Array(repeating: false, count: count)
+    }
+
+    func set(_ index: Int, _ value: Bool) {
+        lock.withLock { stored[index] = value }
+    }
+
+    var values: [Bool] {
+        lock.withLock { stored }
     }
 }

@@ -294,7 +294,7 @@ public struct AppDatabase: QueueJournal, Sendable {
                 download, position: position, bootID: changes.bootID, synced: !changes.unsynced.contains(download.id), now: now,
                 createdAt: existing?["createdAt"], completedAt: existing?["completedAt"]
             )
-            try record.save(db)
+            try record.upsert(db)
             try db.cachedStatement(sql: "DELETE FROM requester WHERE downloadId = ?").execute(arguments: [key])
             for (index, destination) in download.extraDestinations.enumerated() {
                 let (kind, path) = DownloadRecord.encode(destination)
