@@ -4,8 +4,13 @@ import Foundation
 public struct SessionSnapshot: Sendable, Hashable {
     /// Every download, in queue order.
     public var downloads: [Download] {
-        didSet { positions = Self.positions(downloads) }
+        get { rows }
+        set {
+            rows = newValue
+            positions = Self.positions(newValue)
+        }
     }
+    private var rows: [Download]
     /// How many downloads may transfer at once.
     public var maxActive: Int
     /// Why the latest changes could not be saved to the queue, while they cannot; nil once a commit
@@ -20,14 +25,23 @@ public struct SessionSnapshot: Sendable, Hashable {
     private var positions: [DownloadID: Int]
 
     public init(downloads: [Download], maxActive: Int) {
-        self.downloads = downloads
+        rows = downloads
         self.maxActive = maxActive
         positions = Self.positions(downloads)
     }
 
+    /// Puts `download` in place of the one with its id, if that is in the queue: where each
+    /// download is stays as it was, so nothing is looked up again (a long queue's snapshot shows a
+    /// few rows as they were published last).
+    public mutating func replace(_ download: Download) {
+        guard let index = positions[download.id] else { return }
+        // Through the backing store: `downloads`' observer would index every row again.
+        rows[index] = download
+    }
+
     /// The download with this id, if it is still in the queue.
     public subscript(id: DownloadID) -> Download? {
-        positions[id].map { downloads[$0] }
+        positions[id].map { rows[$0] }
     }
 
     private static func positions(_ downloads: [Download]) -> [DownloadID: Int] {

@@ -89,6 +89,12 @@ public actor DownloadSession {
     private var spaceClaims: [DownloadID: SpaceClaim] = [:]
     /// The least free space above its floor on a file system where a download ran, at the last check.
     private var lastHeadroom: Int64?
+    /// When the last space check began, and the check a completion asked for within
+    /// `spaceCheckGap` of it: a thousand small files finishing cost ten checks a second, not a
+    /// thousand (each reads every queued download's file system).
+    private var lastSpaceCheck: ContinuousClock.Instant?
+    private var spaceCheckLater: Task<Void, Never>?
+    private static let spaceCheckGap = Duration.milliseconds(100)
 
     private struct SpaceClaim {
         var attempt: AttemptID
@@ -444,6 +450,8 @@ public actor DownloadSession {
     private func closeDown() async {
         spaceWatch?.cancel()
         spaceWatch = nil
+        spaceCheckLater?.cancel()
+        spaceCheckLater = nil
         await perform(machine.stopAll())
         await waitForHooks(upTo: configuration.hooks.shutdownWait)
         for timer in retryTimers.values { timer.cancel() }
@@ -746,7 +754,7 @@ public actor DownloadSession {
             configuration.logger.notice("waiting for disk space", metadata: ["id": "\(id)", "reason": "\(machine.download(id)?.state.reason ?? "")"])
         }
         // A finished file may have been the last to fit; or its part file's room is free now.
-        if outcome == .completed { await checkSpace() }
+        if outcome == .completed { await checkSpaceSoon() }
     }
 
     // MARK: Disk space
@@ -804,6 +812,7 @@ public actor DownloadSession {
     /// readings taken after its deletes.
     public func checkSpace() async {
         guard !isShutDown else { return }
+        lastSpaceCheck = .now
         guard !spaceChecking else {
             spaceCheckAgain = true
             return
@@ -832,8 +841,28 @@ public actor DownloadSession {
                     configuration.logger.notice("waiting for disk space", metadata: ["id": "\(id)", "reason": "\(machine.download(id)?.state.reason ?? "")"])
                 }
             }
-            if check.changed { await perform(check.actions) }
+            // Not a person's intent: a long queue may show it with the next throttled snapshot.
+            if check.changed { await perform(check.actions, soon: true) }
         } while spaceCheckAgain && !isShutDown
+    }
+
+    /// A space check now, or, within `spaceCheckGap` of the last one, once that gap has passed.
+    private func checkSpaceSoon() async {
+        if let last = lastSpaceCheck, last.duration(to: .now) < Self.spaceCheckGap {
+            guard spaceCheckLater == nil, !isShutDown else { return }
+            let wait = Self.spaceCheckGap - last.duration(to: .now)
+            spaceCheckLater = Task { [weak self] in
+                try? await Task.sleep(for: wait)
+                await self?.spaceCheckLaterFired()
+            }
+            return
+        }
+        await checkSpace()
+    }
+
+    private func spaceCheckLaterFired() async {
+        spaceCheckLater = nil
+        await checkSpace()
     }
 
     private func retryTimerFired(_ id: DownloadID, token: UInt64) async {
@@ -1123,12 +1152,10 @@ public actor DownloadSession {
             return state == .paused || state == .queued
         }
         guard !placing.isEmpty || !stopping.isEmpty else { return snapshot }
-        var downloads = snapshot.downloads
-        for index in downloads.indices where placing.contains(downloads[index].id) || stopping.contains(downloads[index].id) {
-            if let shown = published[downloads[index].id] { downloads[index] = shown }
-        }
         var shown = snapshot
-        shown.downloads = downloads
+        for id in placing.union(stopping) {
+            if let before = published[id] { shown.replace(before) }
+        }
         return shown
     }
 
