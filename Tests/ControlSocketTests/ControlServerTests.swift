@@ -5,13 +5,14 @@ import LoopbackServer
 import Logging
 import NIOCore
 import Testing
+import TestSupport
 
 /// The socket as any client sees it: curl, another user, and clients that misbehave.
 @Suite struct ControlServerTests {
     @Test func theSocketIsTheUsersOnlyAndAStaleOneIsReplaced() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("haul-control-\(UUID().uuidString)").path
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let scratch = try TemporaryDirectory("haul-control")
+        defer { withExtendedLifetime(scratch) {} }
+        let directory = scratch.path
         let path = directory + "/haul.sock"
         close(try ListeningSocket.bind(path))
         try await ControlHarness.withQueue { queue in
@@ -106,7 +107,7 @@ import Testing
 
             let stop = try await harness.curl("POST", "/v1/stop")
             #expect(stop.status == 202 && stop.body == ok)
-            try await HaulWait.until("stop reached the queue") { harness.stopped.count.count == 1 }
+            try await waitUntil(timeout: 10, "stop reached the queue") { harness.stopped.count.count == 1 }
         }
     }
 
