@@ -62,7 +62,7 @@ import TestSupport
         try database.saveSetting("maxActive", "5")
         try database.saveSetting("maxActive", "6")
         #expect(try AppDatabase.open(at: path).setting("maxActive") == "6")
-        #expect(try database.appliedMigrations().last == "v12: speed limits and history")
+        #expect(try database.appliedMigrations().last == "v13: states as stored kinds")
     }
 
     @Test func everyFieldSurvivesARoundTrip() throws {
@@ -171,6 +171,7 @@ import TestSupport
             "v1: queue", "v2: requesters and boot checkpoints", "v3: request options and settings", "v4: segmented downloads",
             "v5: unsynced checkpoints", "v6: content type", "v7: written parts", "v8: completed file stamps",
             "v9: resumes checked by overlap", "v10: hooks", "v11: last active", "v12: speed limits and history",
+            "v13: states as stored kinds",
         ])
         let queue = try database.loadQueue()
         let row = try #require(queue.downloads.first)
