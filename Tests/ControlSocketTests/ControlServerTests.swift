@@ -57,7 +57,10 @@ import TestSupport
             let objects = try #require(try json(list.body) as? [[String: Any]])
             #expect(objects.count == 3)
             let first = try #require(objects.first)
-            #expect(Set(first.keys) == ["id", "state", "bytes", "total", "resumed_from", "resumes", "restarts", "path", "url", "error", "checksum", "header_names", "speed", "hook", "limit"])
+            #expect(Set(first.keys) == [
+                "id", "state", "bytes", "total", "resumed_from", "resumes", "restarts", "restart_reason", "path", "url", "error", "waiting_for",
+                "checksum", "header_names", "speed", "hook", "limit",
+            ])
             #expect(first["checksum"] as? String == "sha-256=\(sum)" && first["header_names"] as? [String] == ["X-A"] && first["state"] as? String == "completed")
             #expect((objects[1]["speed"] as? Int ?? 0) > 0, "a live speed for the running download")
             // The same objects as `haul list --json` prints, but for the speed.

@@ -104,6 +104,10 @@ import TestSupport
             #expect(lines[row + 1] == "    retry due: waits for a free slot", "\(list.stdout)")
             #expect(lines[row + 2] == "    error: HTTP 503 Service Unavailable", "\(list.stdout)")
             #expect(server.requests("/r.bin").count == 1, "not started: no slot")
+            // The JSON (haul get --json's object too) says the retry is due, not merely a retry.
+            let due = try await CLI.list(state: state, in: directory)
+            #expect(due.first?["waiting_for"] as? String == "retry due", "\(due)")
+            #expect(due.dropFirst().allSatisfy { $0["waiting_for"] is NSNull }, "\(due)")
 
             // b paused by a person, then resumed: it takes a's slot at once, a keeps its bytes.
             #expect(try await haul(["pause", "3"], in: directory, state: state).stdout == "paused 3\n")
