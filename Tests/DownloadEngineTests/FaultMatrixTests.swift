@@ -635,12 +635,8 @@ struct TLSFixture {
 
     init() async throws {
         scratch = try TemporaryDirectory("haul-tls")
-        files = LoopbackServer.TLSFiles(certificatePath: scratch.path("cert.pem"), keyPath: scratch.path("key.pem"))
-        let made = try await ChildProcess.run("/usr/bin/openssl", [
-            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", files.keyPath, "-out", files.certificatePath, "-days", "2",
-            "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
-        ])
-        guard made.status == 0 else { throw HarnessError.timeout }
+        let (certificate, key) = try await makeSelfSignedCertificate(in: scratch.path)
+        files = LoopbackServer.TLSFiles(certificatePath: certificate, keyPath: key)
     }
 
     /// Keeps the files until here (they go with the fixture).

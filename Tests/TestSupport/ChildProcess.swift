@@ -203,3 +203,14 @@ private func spawnCloseFrom(_ actions: UnsafeMutablePointer<posix_spawn_file_act
 /// glibc's `posix_spawn_file_actions_addchdir_np` (2.29+), likewise undeclared.
 @_silgen_name("posix_spawn_file_actions_addchdir_np")
 private func spawnChangeDirectory(_ actions: UnsafeMutablePointer<posix_spawn_file_actions_t>, _ path: UnsafePointer<CChar>) -> Int32
+
+/// Makes a self-signed certificate for 127.0.0.1 with the `openssl` command: `cert.pem` and
+/// `key.pem` in `directory`; their paths. Throws when openssl fails.
+public func makeSelfSignedCertificate(in directory: String) async throws -> (certificate: String, key: String) {
+    let made = try await ChildProcess.run("/usr/bin/openssl", [
+        "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "key.pem", "-out", "cert.pem", "-days", "2",
+        "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+    ], in: directory)
+    guard made.status == 0 else { throw ChildProcess.Failure(description: "openssl could not make a certificate (exit \(made.status))") }
+    return (directory + "/cert.pem", directory + "/key.pem")
+}

@@ -60,11 +60,6 @@ public final class HaulProcess: Sendable {
     /// Whether it still runs (until its end was reaped).
     public var isRunning: Bool { child.isRunning }
 
-    /// Runs another program to its end, its output discarded; its exit status.
-    public static func tool(_ path: String, _ arguments: [String], in directory: String) async throws -> Int32 {
-        try await ChildProcess.run(path, arguments, in: directory).status
-    }
-
     /// What it printed so far.
     public var stdoutSoFar: String {
         (try? String(contentsOfFile: out, encoding: .utf8)) ?? ""

@@ -10,7 +10,7 @@ import TestSupport
     /// not allowed. CI runs as root, where it is.
     static func mountTmpfs(_ path: String, megabytes: Int, remount: Bool = false) async throws -> Bool {
         let options = (remount ? "remount," : "") + "size=\(megabytes)m"
-        let status = try await HaulProcess.tool("/bin/mount", ["-t", "tmpfs", "-o", options, "tmpfs", path], in: "/")
+        let status = try await ChildProcess.run("/bin/mount", ["-t", "tmpfs", "-o", options, "tmpfs", path], in: "/").status
         if status != 0 { print("FullDiskTests: mounting a tmpfs is not allowed here (mount exited \(status)); not run") }
         return status == 0
     }

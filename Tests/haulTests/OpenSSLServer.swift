@@ -16,11 +16,7 @@ final class OpenSSLServer: ChildServer, @unchecked Sendable {
     /// connections: a port picked at random could be another test's server (one that never
     /// answers a TLS hello keeps haul retrying).
     init(in directory: String, mode: String) async throws {
-        let made = try await HaulProcess.tool("/usr/bin/openssl", [
-            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "key.pem", "-out", "cert.pem", "-days", "2",
-            "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
-        ], in: directory)
-        guard made == 0 else { throw ChildServerError.noCertificate }
+        guard (try? await makeSelfSignedCertificate(in: directory)) != nil else { throw ChildServerError.noCertificate }
         for _ in 0..<5 {
             guard let port = Self.freePort() else { break }
             let process = try ChildProcess(
