@@ -201,22 +201,12 @@ import TestSupport
             h.server.setFaults("/sync.bin", faults)
             let new = h.server.content("/sync.bin")
             try await h.session.resume(id)
-            func poll(_ what: String, _ condition: () -> Bool) async throws {
-                let deadline = ContinuousClock.now + .seconds(20)
-                while !condition() {
-                    guard ContinuousClock.now < deadline else {
-                        Issue.record("never: \(what)")
-                        return
-                    }
-                    try await Task.sleep(for: .milliseconds(20))
-                }
-            }
-            try await poll("the resume was answered") { h.gets("/sync.bin").count == 2 }
+            try await eventually("the resume was answered", every: .milliseconds(20)) { h.gets("/sync.bin").count == 2 }
             try await Task.sleep(for: .milliseconds(300))
             #expect(FileManager.default.contents(atPath: part) == old, "8 KiB of a new version are no reason to drop 256 KiB")
             h.server.release("/sync.bin")
             // At 64 KiB: the new version's first bytes took the part file's place, synced.
-            try await poll("the part file holds the new version") {
+            try await eventually("the part file holds the new version", every: .milliseconds(20)) {
                 guard let bytes = FileManager.default.contents(atPath: part), bytes.count >= 16 * 1024 else { return false }
                 return Array(bytes) == Array(new.prefix(bytes.count))
             }

@@ -196,18 +196,12 @@ import TestSupport
             }
             let id = try await session.schedule(bench.server.url("/n.bin"), to: .file(bench.path("n.bin")))
             // The checkpoint claims what was written, without waiting for a sync, and says so
-            var deadline = ContinuousClock.now + .seconds(20)
-            while try (bench.stored(id)?.bytesOnDisk ?? 0) < Int64(size / 2), ContinuousClock.now < deadline {
-                try await Task.sleep(for: .milliseconds(50))
-            }
+            _ = try await poll(timeout: 20, every: .milliseconds(50)) { try (bench.stored(id)?.bytesOnDisk ?? 0) >= Int64(size / 2) ? true : nil }
             #expect(try bench.stored(id)?.bytesOnDisk == Int64(size / 2))
             #expect(try bench.database.loadQueue().unsyncedCheckpoints == [id])
             // A pause fsyncs the part file: the row is a synced checkpoint again
             try await session.pause(id)
-            deadline = ContinuousClock.now + .seconds(20)
-            while try bench.stored(id)?.state != .paused, ContinuousClock.now < deadline {
-                try await Task.sleep(for: .milliseconds(50))
-            }
+            _ = try await poll(timeout: 20, every: .milliseconds(50)) { try bench.stored(id)?.state == .paused ? true : nil }
             #expect(try bench.stored(id)?.state == .paused)
             #expect(try bench.database.loadQueue().unsyncedCheckpoints.isEmpty)
             await session.shutdown()
