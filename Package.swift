@@ -93,9 +93,17 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
-        .testTarget(name: "DownloadCoreTests", dependencies: ["DownloadCore"]),
+        // What the test targets share: polling, sha256 and lengths of files, temporary directories
+        // removed with their test, child processes (the haul binary, tmux) waited for off the
+        // cooperative pool. A plain target under Tests/, linked by the test targets only.
+        .target(
+            name: "TestSupport",
+            dependencies: ["DownloadCore", .product(name: "Crypto", package: "swift-crypto")],
+            path: "Tests/TestSupport"
+        ),
+        .testTarget(name: "DownloadCoreTests", dependencies: ["DownloadCore", "TestSupport"]),
         // Snapshots are read through #filePath, not bundled.
-        .testTarget(name: "TerminalUITests", dependencies: ["DownloadCore", "TerminalUI"], exclude: ["Snapshots"]),
+        .testTarget(name: "TerminalUITests", dependencies: ["DownloadCore", "TerminalUI", "TestSupport"], exclude: ["Snapshots"]),
         .testTarget(
             name: "DownloadEngineTests",
             dependencies: [
@@ -103,12 +111,12 @@ let package = Package(
                 "DownloadEngine",
                 "DownloadStore",
                 "LoopbackServer",
-                .product(name: "Crypto", package: "swift-crypto"),
+                "TestSupport",
             ]
         ),
         .testTarget(
             name: "DownloadStoreTests",
-            dependencies: ["DownloadCore", "DownloadStore", .product(name: "GRDB", package: "GRDB.swift")]
+            dependencies: ["DownloadCore", "DownloadStore", "TestSupport", .product(name: "GRDB", package: "GRDB.swift")]
         ),
         .testTarget(
             name: "LoopbackServerTests",
@@ -128,10 +136,10 @@ let package = Package(
                 "DownloadCore",
                 "DownloadEngine",
                 "LoopbackServer",
+                "TestSupport",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
-                .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
         // Runs the real `haul` binary as a subprocess against the loopback server.
@@ -140,7 +148,7 @@ let package = Package(
             dependencies: [
                 "haul",
                 "LoopbackServer",
-                .product(name: "Crypto", package: "swift-crypto"),
+                "TestSupport",
             ]
         ),
     ],

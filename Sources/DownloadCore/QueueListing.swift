@@ -1,9 +1,10 @@
 import Foundation
 
-/// One download as `haul list --json` and the control socket's `GET /v1/downloads` print it.
+/// One download as `haul list --json`, `haul get --json` (each line, with its `event`) and the
+/// control socket's `GET /v1/downloads` print it.
 ///
-/// One shape for both, so a script reads the same object whichever way it asks. Keys are written
-/// sorted and nulls written out, as `haul list --json` always did.
+/// One shape and one encoder for all three, so a script reads the same object whichever way it
+/// asks. Keys are written sorted and nulls written out, as `haul list --json` always did.
 public struct QueueListing: Sendable, Hashable, Encodable {
     public var id: Int64
     public var state: String
@@ -12,9 +13,13 @@ public struct QueueListing: Sendable, Hashable, Encodable {
     public var resumedFrom: Int64?
     public var resumes: Int
     public var restarts: Int
+    /// Why the last restart from zero happened; null when it never restarted.
+    public var restartReason: String?
     public var path: String
     public var url: String
     public var error: String?
+    /// What a `waiting` download waits for (`Waiting`); null in the other states.
+    public var waitingFor: Waiting?
     public var checksum: String?
     /// Names only: values may be credentials.
     public var headerNames: [String]
@@ -25,14 +30,35 @@ public struct QueueListing: Sendable, Hashable, Encodable {
     /// The download's own speed limit in bytes a second (`--limit-rate-each`); null for none.
     public var limit: Int64?
 
+    /// What a `waiting` download waits for, in `waiting_for`.
+    public enum Waiting: String, Sendable, Hashable, Encodable {
+        /// Its retry's time, which has not come.
+        case retry = "retry"
+        /// Its retry's time came: it waits for a free slot (the row's `retry due: waits for a free slot`).
+        case retryDue = "retry due"
+        /// Room on its file system.
+        case diskSpace = "disk space"
+
+        /// What `state` waits for at `now`; nil when it does not wait.
+        public init?(_ state: DownloadState, at now: Date) {
+            switch state {
+            case .waiting: self = state.isRetryDue(at: now) ? .retryDue : .retry
+            case .waitingForSpace: self = .diskSpace
+            case .queued, .downloading, .paused, .completed, .failed, .cancelled: return nil
+            }
+        }
+    }
+
     private enum CodingKeys: String, CodingKey {
         case id, state, bytes, total, resumes, restarts, path, url, error, checksum, speed, hook, limit
         case resumedFrom = "resumed_from"
+        case restartReason = "restart_reason"
+        case waitingFor = "waiting_for"
         case headerNames = "header_names"
     }
 
-    /// The object for `download`; `live` adds its speed.
-    public static func object(for download: Download, live: Bool = false) -> QueueListing {
+    /// The object for `download` at `now`; `live` adds its speed.
+    public static func object(for download: Download, live: Bool = false, now: Date = Date()) -> QueueListing {
         QueueListing(
             id: download.id.rawValue,
             state: download.state.word,
@@ -41,9 +67,11 @@ public struct QueueListing: Sendable, Hashable, Encodable {
             resumedFrom: download.resumeOffset,
             resumes: download.resumeCount,
             restarts: download.restartCount,
+            restartReason: download.restartReason,
             path: path(download),
             url: download.url.redactingPassword,
             error: error(download),
+            waitingFor: Waiting(download.state, at: now),
             checksum: download.options.checksum?.description,
             headerNames: download.options.headers.map(\.name),
             speed: live ? Int64(download.bytesPerSecond.rounded()) : nil,
@@ -55,6 +83,18 @@ public struct QueueListing: Sendable, Hashable, Encodable {
     /// A JSON array of `objects`, one line.
     public static func json(_ objects: [QueueListing]) -> Data {
         (try? makeEncoder().encode(objects)) ?? Data("[]".utf8)
+    }
+
+    /// One line of `haul get --json`: `event` (`state`, `progress`, `resumed`, `restarted`, `hook`)
+    /// and the download's object, the same keys and values as `haul list --json` gives it.
+    public static func eventLine(_ event: String, _ download: Download, now: Date = Date()) -> Data {
+        (try? makeEncoder().encode(Event(event: event, download: object(for: download, live: true, now: now)))) ?? Data("{}".utf8)
+    }
+
+    /// A line of `haul get --json` about no one download's state (`note`, `unsaved`), through the
+    /// same encoder: `{"event": EVENT, KEY: VALUE, …}` with `id` a number.
+    public static func eventLine(_ event: String, id: DownloadID? = nil, _ fields: [String: String]) -> Data {
+        (try? makeEncoder().encode(Notice(event: event, id: id?.rawValue, fields: fields))) ?? Data("{}".utf8)
     }
 
     /// Sorted keys, slashes escaped: byte for byte what JSONSerialization wrote for `haul list --json`.
@@ -74,9 +114,11 @@ public struct QueueListing: Sendable, Hashable, Encodable {
         try container.encode(resumedFrom, forKey: .resumedFrom)
         try container.encode(resumes, forKey: .resumes)
         try container.encode(restarts, forKey: .restarts)
+        try container.encode(restartReason, forKey: .restartReason)
         try container.encode(path, forKey: .path)
         try container.encode(url, forKey: .url)
         try container.encode(error, forKey: .error)
+        try container.encode(waitingFor, forKey: .waitingFor)
         try container.encode(checksum, forKey: .checksum)
         try container.encode(headerNames, forKey: .headerNames)
         try container.encodeIfPresent(speed, forKey: .speed)
@@ -96,6 +138,52 @@ public struct QueueListing: Sendable, Hashable, Encodable {
         case .completed, .cancelled: nil
         case .paused where download.pausedByShutdown: "stopped when haul exited; resumes when haul runs the queue or gets it again"
         case .queued, .downloading, .paused: download.lastError
+        }
+    }
+}
+
+/// A `haul get --json` line: the event's name beside the download's keys, in one object.
+private struct Event: Encodable {
+    var event: String
+    var download: QueueListing
+
+    private enum CodingKeys: String, CodingKey {
+        case event
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(event, forKey: .event)
+        // The same keyed container: the download's keys land beside `event`, not under a key.
+        try download.encode(to: encoder)
+    }
+}
+
+/// A `haul get --json` line with text fields of its own.
+private struct Notice: Encodable {
+    var event: String
+    var id: Int64?
+    var fields: [String: String]
+
+    private struct Key: CodingKey {
+        var stringValue: String
+        var intValue: Int? { nil }
+
+        init(stringValue: String) {
+            self.stringValue = stringValue
+        }
+
+        init?(intValue: Int) {
+            nil
+        }
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: Key.self)
+        try container.encode(event, forKey: Key(stringValue: "event"))
+        try container.encodeIfPresent(id, forKey: Key(stringValue: "id"))
+        for (key, value) in fields {
+            try container.encode(value, forKey: Key(stringValue: key))
         }
     }
 }

@@ -207,6 +207,14 @@ public struct AppDatabase: QueueJournal, Sendable {
             // One download's entries in order, and the newest to keep, without a scan.
             try db.create(index: "history_download", on: "history", columns: ["downloadId", "id"])
         }
+        migrator.registerMigration("v13: states as stored kinds") { db in
+            // Until now `state` held the screen's word, and `waiting` stood for two states: a retry
+            // when `waitingUntil` is set, room on disk when it is not. Each is a kind of its own
+            // now (`StateKind`); the other words are their kinds' stored words already. Only the
+            // column changes: every row keeps its bytes, offsets and reasons.
+            try db.execute(sql: "UPDATE download SET state = 'waitingForRetry' WHERE state = 'waiting' AND waitingUntil IS NOT NULL")
+            try db.execute(sql: "UPDATE download SET state = 'waitingForSpace' WHERE state = 'waiting' AND waitingUntil IS NULL")
+        }
         return migrator
     }
 
@@ -221,7 +229,7 @@ public struct AppDatabase: QueueJournal, Sendable {
                 var queue = StoredQueue()
                 for record in records {
                     guard let download = record.download(requesters: requesters[record.id] ?? []) else {
-                        throw Failure(description: "download \(record.id) in the queue database cannot be read (url or state is invalid)")
+                        throw Failure(description: "download \(record.id) in the queue database cannot be read (its url, destination, headers or checksum are invalid)")
                     }
                     queue.downloads.append(download)
                     if let boot = record.checkpointBootID { queue.checkpointBoots[download.id] = boot }
@@ -234,6 +242,8 @@ public struct AppDatabase: QueueJournal, Sendable {
             }
         } catch let failure as Failure {
             throw failure
+        } catch let unreadable as UnreadableState {
+            throw Failure(description: "download \(unreadable.id) in the queue database cannot be read (its state '\(unreadable.stored)' is none this haul knows)")
         } catch {
             throw Failure(description: "cannot read the queue: \(Self.describe(error))")
         }

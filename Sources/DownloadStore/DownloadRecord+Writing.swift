@@ -26,7 +26,7 @@ extension DownloadRecord {
     /// The values of `columnNames`, in that order.
     var values: [(any DatabaseValueConvertible)?] {
         [
-            id, url, destinationKind, destinationPath, partPath, completedPath, state, stateReason, StoredDate.text(waitingUntil),
+            id, url, destinationKind, destinationPath, partPath, completedPath, state.rawValue, stateReason, StoredDate.text(waitingUntil),
             position, bytesOnDisk, totalBytes, etag, lastModified, contentType, finalURL, serverFileName,
             resumeOffset, resumeCount, bytesSavedByResume, unverifiedResume, overlapChecked, restartCount,
             restartReason, lastStatus, lastError, failedAttempts, StoredDate.text(lastActive), pausedByShutdown, requestHeaders,

@@ -13,8 +13,8 @@ struct DownloadRecord: Codable, FetchableRecord, PersistableRecord, Sendable {
     var partPath: String
     /// Where the file was written at completion.
     var completedPath: String?
-    /// The state word (`queued`, `downloading`, `paused`, `waiting`, `completed`, `failed`, `cancelled`).
-    var state: String
+    /// The kind of state, in the store's own words (`StateKind`), never the screen's.
+    var state: StateKind
     /// Why it waits or failed.
     var stateReason: String?
     var waitingUntil: Date?
@@ -106,7 +106,10 @@ extension DownloadRecord {
         destinationPath = row["destinationPath"]
         partPath = row["partPath"]
         completedPath = row["completedPath"]
-        state = row["state"]
+        let stored: String = row["state"]
+        // Read as text first: a word this version does not know is reported, never a crash.
+        guard let kind = StateKind(rawValue: stored) else { throw UnreadableState(id: id, stored: stored) }
+        state = kind
         stateReason = row["stateReason"]
         waitingUntil = row["waitingUntil"]
         position = row["position"]
@@ -152,7 +155,7 @@ extension DownloadRecord {
         (destinationKind, destinationPath) = Self.encode(download.destination)
         partPath = download.partPath
         completedPath = download.completedPaths.first
-        state = download.state.word
+        state = StateKind(download.state)
         switch download.state {
         case .waiting(let until, let reason):
             stateReason = reason
@@ -211,19 +214,15 @@ extension DownloadRecord {
         guard let parsedURL = URL(string: url), let destination = Self.decode(destinationKind, destinationPath) else { return nil }
         var download = Download(id: DownloadID(id), url: parsedURL, destination: destination, partPath: partPath)
         switch state {
-        case "queued": download.state = .queued
-        case "downloading": download.state = .downloading
-        case "paused": download.state = .paused
-        case "waiting":
-            if let waitingUntil {
-                download.state = .waiting(until: waitingUntil, reason: stateReason ?? "")
-            } else {
-                download.state = .waitingForSpace(reason: stateReason ?? SpaceShortage.belowFloor.words(nil))
-            }
-        case "completed": download.state = .completed
-        case "failed": download.state = .failed(reason: stateReason ?? lastError ?? "failed")
-        case "cancelled": download.state = .cancelled
-        default: return nil
+        case .queued: download.state = .queued
+        case .downloading: download.state = .downloading
+        case .paused: download.state = .paused
+        // A retry without its time (never written so) is due: when the row was written.
+        case .waitingForRetry: download.state = .waiting(until: waitingUntil ?? updatedAt, reason: stateReason ?? "")
+        case .waitingForSpace: download.state = .waitingForSpace(reason: stateReason ?? SpaceShortage.belowFloor.words(nil))
+        case .completed: download.state = .completed
+        case .failed: download.state = .failed(reason: stateReason ?? lastError ?? "failed")
+        case .cancelled: download.state = .cancelled
         }
         let extras = requesters.sorted { $0.position < $1.position }
         download.extraDestinations = extras.compactMap { Self.decode($0.destinationKind, $0.destinationPath) }

@@ -40,7 +40,7 @@ final class ProgressPrinter {
                 // Where a person looks: on stderr, and as an event of its own in JSON.
                 clearStatusLine()
                 Self.writeError("haul: \(unsaved); the bytes on disk are kept, and the next haul resumes from them\n")
-                if json { write(Self.json(["event": "unsaved", "error": unsaved]) + "\n") }
+                if json { write(Self.line(QueueListing.eventLine("unsaved", ["error": unsaved]))) }
             }
         }
         for id in ids {
@@ -89,9 +89,7 @@ final class ProgressPrinter {
     /// disk, fetched again or kept); in JSON an event `note` with the text in `message`.
     func note(_ id: DownloadID, _ text: String) {
         if json {
-            let object: [String: Any] = ["event": "note", "id": id.rawValue, "message": text]
-            guard let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]) else { return }
-            write(String(decoding: data, as: UTF8.self) + "\n")
+            write(Self.line(QueueListing.eventLine("note", id: id, ["message": text])))
             return
         }
         clearStatusLine()
@@ -106,7 +104,7 @@ final class ProgressPrinter {
 
     private func emit(_ download: Download, event: String, text: String) {
         if json {
-            write(jsonLine(download, event: event) + "\n")
+            write(Self.line(QueueListing.eventLine(event, download)))
             return
         }
         clearStatusLine()
@@ -143,51 +141,9 @@ final class ProgressPrinter {
         return "\(Format.percent(download.fractionDone)) \(Format.bytes(download.bytesOnDisk)) / \(total) at \(Format.speed(download.bytesPerSecond))\(over), ETA \(Format.duration(download.secondsRemaining))"
     }
 
-    private func jsonLine(_ download: Download, event: String) -> String {
-        var reason: String?
-        switch download.state {
-        case .failed(let text), .waiting(_, let text), .waitingForSpace(let text): reason = text
-        default: reason = download.lastError
-        }
-        var waitingFor: Any = NSNull()
-        if case .waiting = download.state { waitingFor = "retry" }
-        if case .waitingForSpace = download.state { waitingFor = "disk space" }
-        var object: [String: Any] = [
-            "event": event,
-            "id": download.id.rawValue,
-            "url": download.url.redactingPassword,
-            "path": download.completedPath ?? download.partPath,
-            "state": download.state.word,
-            "bytes": download.bytesOnDisk,
-            "total": download.totalBytes.map { $0 as Any } ?? NSNull(),
-            "resumed_from": download.resumeOffset.map { $0 as Any } ?? NSNull(),
-            "resumes": download.resumeCount,
-            "restart_reason": download.restartReason.map { $0 as Any } ?? NSNull(),
-            "speed": Int64(download.bytesPerSecond),
-            "error": reason.map { $0 as Any } ?? NSNull(),
-            "waiting_for": waitingFor,
-        ]
-        // Where the line describes a finished download: its hook, or null for none.
-        if download.state == .completed || Self.isFailed(download.state) {
-            object["hook"] = download.hook.flatMap(Self.jsonObject) ?? NSNull()
-        }
-        return Self.json(object)
-    }
-
-    private static func isFailed(_ state: DownloadState) -> Bool {
-        if case .failed = state { return true }
-        return false
-    }
-
-    /// `hook` as the queue's other JSON shapes write it (`HookRun`'s own encoding).
-    private static func jsonObject(_ hook: HookRun) -> Any? {
-        guard let data = try? JSONEncoder().encode(hook) else { return nil }
-        return try? JSONSerialization.jsonObject(with: data)
-    }
-
-    private static func json(_ object: [String: Any]) -> String {
-        guard let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]) else { return "{}" }
-        return String(decoding: data, as: UTF8.self)
+    /// A JSON line: the download's object is `haul list --json`'s (`QueueListing`), one encoder for both.
+    private static func line(_ data: Data) -> String {
+        String(decoding: data, as: UTF8.self) + "\n"
     }
 
     private func stateKey(_ state: DownloadState) -> String {

@@ -5,13 +5,14 @@ import LoopbackServer
 import Logging
 import NIOCore
 import Testing
+import TestSupport
 
 /// The socket as any client sees it: curl, another user, and clients that misbehave.
 @Suite struct ControlServerTests {
     @Test func theSocketIsTheUsersOnlyAndAStaleOneIsReplaced() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("haul-control-\(UUID().uuidString)").path
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let scratch = try TemporaryDirectory("haul-control")
+        defer { withExtendedLifetime(scratch) {} }
+        let directory = scratch.path
         let path = directory + "/haul.sock"
         close(try ListeningSocket.bind(path))
         try await ControlHarness.withQueue { queue in
@@ -56,7 +57,10 @@ import Testing
             let objects = try #require(try json(list.body) as? [[String: Any]])
             #expect(objects.count == 3)
             let first = try #require(objects.first)
-            #expect(Set(first.keys) == ["id", "state", "bytes", "total", "resumed_from", "resumes", "restarts", "path", "url", "error", "checksum", "header_names", "speed", "hook", "limit"])
+            #expect(Set(first.keys) == [
+                "id", "state", "bytes", "total", "resumed_from", "resumes", "restarts", "restart_reason", "path", "url", "error", "waiting_for",
+                "checksum", "header_names", "speed", "hook", "limit",
+            ])
             #expect(first["checksum"] as? String == "sha-256=\(sum)" && first["header_names"] as? [String] == ["X-A"] && first["state"] as? String == "completed")
             #expect((objects[1]["speed"] as? Int ?? 0) > 0, "a live speed for the running download")
             // The same objects as `haul list --json` prints, but for the speed.
@@ -106,7 +110,7 @@ import Testing
 
             let stop = try await harness.curl("POST", "/v1/stop")
             #expect(stop.status == 202 && stop.body == ok)
-            try await HaulWait.until("stop reached the queue") { harness.stopped.count.count == 1 }
+            try await waitUntil(timeout: 10, "stop reached the queue") { harness.stopped.count.count == 1 }
         }
     }
 

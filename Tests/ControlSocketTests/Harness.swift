@@ -1,5 +1,4 @@
 @testable import ControlSocket
-import Crypto
 import DownloadCore
 import DownloadEngine
 import Foundation
@@ -8,6 +7,7 @@ import Logging
 import NIOCore
 import Synchronization
 import Testing
+import TestSupport
 
 /// A loopback server, a real session behind a `SessionQueue`, its control socket in a temporary
 /// directory, and a client of that socket, for one test.
@@ -17,7 +17,8 @@ struct ControlHarness {
     let queue: SessionQueue
     let control: ControlServer
     let client: ControlClient
-    let directory: String
+    let scratch: TemporaryDirectory
+    var directory: String { scratch.path }
     let stopped: Stopped
 
     /// Whether `stop()` reached the queue.
@@ -39,41 +40,30 @@ struct ControlHarness {
         configuration.progressInterval = .milliseconds(20)
         adjust(&configuration)
         let server = try await LoopbackServer.start()
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("haul-control-\(UUID().uuidString)").path
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let scratch = try TemporaryDirectory("haul-control")
+        let directory = scratch.path
         let session = DownloadSession(configuration: configuration)
         let stopped = Stopped()
         let queue = SessionQueue(session: session) { stopped.count.add() }
         let control = try await ControlServer.start(socketPath: directory + "/haul.sock", queue: queue, logger: Logger(label: "test"), limits: limits)
         let client = try #require(await ControlClient.connect(socketPath: control.socketPath))
-        let harness = ControlHarness(server: server, session: session, queue: queue, control: control, client: client, directory: directory, stopped: stopped)
-        do {
-            try await body(harness)
-        } catch {
-            await harness.close()
-            throw error
-        }
-        await harness.close()
+        let harness = ControlHarness(server: server, session: session, queue: queue, control: control, client: client, scratch: scratch, stopped: stopped)
+        try await withTeardown({ try await body(harness) }, teardown: harness.close)
     }
 
     /// A queue on a real session with no server, for tests that start their own.
     static func withQueue(_ body: (SessionQueue) async throws -> Void) async throws {
         let session = DownloadSession(configuration: DownloadSession.Configuration())
         let queue = SessionQueue(session: session) {}
-        do {
-            try await body(queue)
-        } catch {
-            await session.shutdown()
-            throw error
-        }
-        await session.shutdown()
+        try await withTeardown({ try await body(queue) }, teardown: session.shutdown)
     }
 
     private func close() async {
         await control.shutdown()
         await session.shutdown()
         await server.shutdown()
-        try? FileManager.default.removeItem(atPath: directory)
+        // The directory goes with `scratch`, once nothing serves or writes there.
+        withExtendedLifetime(scratch) {}
     }
 
     func path(_ name: String) -> String {
@@ -84,16 +74,7 @@ struct ControlHarness {
     @discardableResult
     func wait(_ id: DownloadID, timeout: Double = 20, sourceLocation: SourceLocation = #_sourceLocation,
               until predicate: (Download) -> Bool) async throws -> Download {
-        let deadline = Date().addingTimeInterval(timeout)
-        while true {
-            let snapshot = try await client.snapshot()
-            if let download = snapshot[id], predicate(download) { return download }
-            if Date() > deadline {
-                Issue.record("timed out; download is \(String(describing: snapshot[id]))", sourceLocation: sourceLocation)
-                throw TestFailure("timed out")
-            }
-            try await Task.sleep(for: .milliseconds(20))
-        }
+        try await waitFor(id, in: { try await client.snapshot() }, timeout: timeout, every: .milliseconds(20), sourceLocation: sourceLocation, until: predicate)
     }
 
     /// `curl --unix-socket` against the socket: the status and the body.
@@ -126,24 +107,10 @@ enum Curl {
         var arguments = ["-sS", "--max-time", "10", "--unix-socket", socket, "-X", method, "-w", "\n%{http_code}"]
         if let body { arguments += ["-H", "Content-Type: application/json", "--data-binary", body] }
         arguments.append("http://haul" + path)
-        let process = Process()
-        if let user {
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
-            process.arguments = ["--reuid=\(user)", "--regid=\(user)", "--clear-groups", "/usr/bin/curl"] + arguments
-        } else {
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
-            process.arguments = arguments
-        }
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = output
-        try process.run()
-        // Read while curl writes: a pipe holds 64 KiB, and a larger answer would block it forever.
-        let text = await blocking {
-            let data = output.fileHandleForReading.readDataToEndOfFile()
-            process.waitUntilExit()
-            return String(decoding: data, as: UTF8.self)
-        }
+        let command = user.map { user in
+            ("/usr/bin/setpriv", ["--reuid=\(user)", "--regid=\(user)", "--clear-groups", "/usr/bin/curl"] + arguments)
+        } ?? ("/usr/bin/curl", arguments)
+        let (_, text) = try await ChildProcess.output(command.0, command.1, mergingErrors: true)
         guard let newline = text.lastIndex(of: "\n"), let status = Int(text[text.index(after: newline)...]) else {
             throw TestFailure("curl said: \(text)")
         }
@@ -176,7 +143,7 @@ final class RawClient: Sendable {
     /// Sends all of `bytes`; false when the server closed the connection first.
     @discardableResult
     func send(_ bytes: [UInt8]) async -> Bool {
-        await blocking {
+        await onOwnThread {
             var offset = 0
             while offset < bytes.count {
                 let sent = bytes[offset...].withUnsafeBytes { Glibc.send(self.fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
@@ -195,7 +162,7 @@ final class RawClient: Sendable {
     /// Everything received so far, with what arrives until the server closes the connection, `done`
     /// says so of everything received, or `timeout` seconds pass without a byte; and whether it closed.
     func receive(timeout: Double = 5, until done: @escaping @Sendable ([UInt8]) -> Bool = { _ in false }) async -> (bytes: [UInt8], closed: Bool) {
-        await blocking {
+        await onOwnThread {
             var buffer = [UInt8](repeating: 0, count: 65536)
             while !done(self.received.withLock { $0 }) {
                 var poller = pollfd(fd: self.fd, events: Int16(POLLIN), revents: 0)
@@ -210,7 +177,7 @@ final class RawClient: Sendable {
 
     /// Every byte already waiting, without waiting for more.
     func drain() async -> Int {
-        await blocking {
+        await onOwnThread {
             var total = 0
             var buffer = [UInt8](repeating: 0, count: 65536)
             while true {
@@ -219,12 +186,6 @@ final class RawClient: Sendable {
                 total += count
             }
         }
-    }
-}
-
-func blocking<T: Sendable>(_ work: @escaping @Sendable () -> T) async -> T {
-    await withCheckedContinuation { continuation in
-        Thread.detachNewThread { continuation.resume(returning: work()) }
     }
 }
 
@@ -251,11 +212,6 @@ func chunkedLines(_ body: String) -> (lines: [String], ended: Bool) {
         rest = rest[rest.utf8.index(chunkEnd, offsetBy: 2)...]
     }
     return (data.split(separator: "\n").map(String.init), false)
-}
-
-func sha256(ofFile path: String) -> String {
-    guard let data = FileManager.default.contents(atPath: path) else { return "" }
-    return LoopbackContent.hex(SHA256.hash(data: data))
 }
 
 func json(_ text: String) throws -> Any {

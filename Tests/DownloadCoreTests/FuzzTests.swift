@@ -1,6 +1,7 @@
 import DownloadCore
 import Foundation
 import Testing
+import TestSupport
 
 /// A seeded generator, so a failing input can be replayed.
 struct SplitMix64: RandomNumberGenerator {
@@ -91,9 +92,4 @@ struct SplitMix64: RandomNumberGenerator {
         }
         return failures
     }
-}
-
-/// Runs CPU-bound `work` on a thread of its own and returns its result.
-func onOwnThread<T: Sendable>(_ work: @escaping @Sendable () -> T) async -> T {
-    await withCheckedContinuation { continuation in Thread.detachNewThread { continuation.resume(returning: work()) } }
 }

@@ -2,11 +2,12 @@ import DownloadCore
 import Foundation
 import Testing
 
-/// `haul list --json` and the control socket print one object per download, and the list's bytes
-/// stay what `JSONSerialization` wrote before the object moved into DownloadCore.
+/// `haul list --json`, `haul get --json` and the control socket print one object per download, and
+/// the list's bytes stay what `JSONSerialization` wrote before the object moved into DownloadCore.
 @Suite struct QueueListingTests {
     /// The list's former code, kept here as the reference, with the hook added since (`HookRun`'s
-    /// own JSON, null for none) and the download's own limit (null for none).
+    /// own JSON, null for none), the download's own limit (null for none), and the two keys `haul get
+    /// --json` had alone until one shape served both: `restart_reason` and `waiting_for`.
     private func former(_ downloads: [Download]) throws -> Data {
         let objects: [[String: Any]] = try downloads.map { download in
             [
@@ -17,9 +18,11 @@ import Testing
                 "resumed_from": download.resumeOffset.map { $0 as Any } ?? NSNull(),
                 "resumes": download.resumeCount,
                 "restarts": download.restartCount,
+                "restart_reason": download.restartReason.map { $0 as Any } ?? NSNull(),
                 "path": QueueListing.path(download),
                 "url": download.url.redactingPassword,
                 "error": QueueListing.error(download).map { $0 as Any } ?? NSNull(),
+                "waiting_for": QueueListing.Waiting(download.state, at: Self.now).map { $0.rawValue as Any } ?? NSNull(),
                 "checksum": download.options.checksum.map { $0.description as Any } ?? NSNull(),
                 "header_names": download.options.headers.map(\.name),
                 "hook": try download.hook.map { try JSONSerialization.jsonObject(with: JSONEncoder().encode($0)) } ?? NSNull(),
@@ -28,6 +31,8 @@ import Testing
         }
         return try JSONSerialization.data(withJSONObject: objects, options: [.sortedKeys])
     }
+
+    private static let now = Date(timeIntervalSince1970: 1_800_000_000)
 
     private func downloads() throws -> [Download] {
         var plain = Download(id: DownloadID(1), url: try #require(URL(string: "http://h/a%20b/c.bin?x=1&y=/z")), destination: .directory("/tmp"), partPath: "/tmp/c.bin.part")
@@ -39,6 +44,7 @@ import Testing
         rich.resumeOffset = 12345
         rich.resumeCount = 3
         rich.restartCount = 2
+        rich.restartReason = "the server's file changed (ETag \"a\" became \"b\")"
         rich.options = RequestOptions(headers: [HeaderField(name: "Authorization", value: "t0ken"), HeaderField(name: "X-A", value: "b")],
                                       checksum: Checksum(algorithm: .sha256, hex: String(repeating: "ab", count: 32)))
         rich.completedPaths = ["/d/done/file"]
@@ -47,12 +53,18 @@ import Testing
         var paused = Download(id: DownloadID(7), url: try #require(URL(string: "http://h/p")), destination: .directory("/"), partPath: "/p.part")
         paused.state = .paused
         paused.pausedByShutdown = true
-        return [plain, rich, paused]
+        var retrying = Download(id: DownloadID(8), url: try #require(URL(string: "http://h/r")), destination: .directory("/"), partPath: "/r.part")
+        retrying.state = .waiting(until: Self.now.addingTimeInterval(30), reason: "HTTP 503")
+        var due = Download(id: DownloadID(9), url: try #require(URL(string: "http://h/d")), destination: .directory("/"), partPath: "/d.part")
+        due.state = .waiting(until: Self.now.addingTimeInterval(-1), reason: "HTTP 503")
+        var room = Download(id: DownloadID(10), url: try #require(URL(string: "http://h/s")), destination: .directory("/"), partPath: "/s.part")
+        room.state = .waitingForSpace(reason: "waiting for disk space (disk full, 0 B free, floor 245 KiB)")
+        return [plain, rich, paused, retrying, due, room]
     }
 
     @Test func listBytesAreTheFormerSerialization() throws {
         let downloads = try downloads()
-        let now = QueueListing.json(downloads.map { QueueListing.object(for: $0) })
+        let now = QueueListing.json(downloads.map { QueueListing.object(for: $0, now: Self.now) })
         #expect(String(decoding: now, as: UTF8.self) == String(decoding: try former(downloads), as: UTF8.self))
         #expect(String(decoding: QueueListing.json([]), as: UTF8.self) == "[]")
     }
@@ -66,5 +78,40 @@ import Testing
         let stored = try #require((try JSONSerialization.jsonObject(with: QueueListing.json([QueueListing.object(for: download)])) as? [[String: Any]])?.first)
         #expect(Set(object.keys).subtracting(stored.keys) == ["speed"])
         #expect(!String(decoding: data, as: UTF8.self).contains("secret"))
+    }
+
+    @Test func aWaitingDownloadSaysWhatItWaitsForAndADueRetrySaysItIsDue() throws {
+        let objects = try downloads().map { QueueListing.object(for: $0, now: Self.now) }
+        #expect(objects.map(\.waitingFor) == [nil, nil, nil, .retry, .retryDue, .diskSpace])
+        let data = QueueListing.json(objects)
+        let parsed = try #require(try JSONSerialization.jsonObject(with: data) as? [[String: Any]])
+        #expect(parsed.map { $0["waiting_for"] as? String } == [nil, nil, nil, "retry", "retry due", "disk space"])
+        #expect(parsed.allSatisfy { $0.keys.contains("waiting_for") }, "null, never left out")
+    }
+
+    @Test func aGetLineIsTheListsObjectWithItsEvent() throws {
+        for download in try downloads() {
+            // Given the line `haul get --json` prints and the object `haul list --json` (live) prints
+            let line = try #require(try JSONSerialization.jsonObject(with: QueueListing.eventLine("state", download, now: Self.now)) as? [String: Any])
+            let listed = try #require(
+                (try JSONSerialization.jsonObject(with: QueueListing.json([QueueListing.object(for: download, live: true, now: Self.now)])) as? [[String: Any]])?.first
+            )
+            // Then the line is the object with `event` beside its keys: same keys, same values
+            #expect(line["event"] as? String == "state")
+            var rest = line
+            rest["event"] = nil
+            #expect(NSDictionary(dictionary: rest).isEqual(to: listed), "\(line) against \(listed)")
+            // And byte for byte the same encoder: sorted keys, `event` in its place among them
+            let text = String(decoding: QueueListing.eventLine("state", download, now: Self.now), as: UTF8.self)
+            let listedText = String(decoding: QueueListing.json([QueueListing.object(for: download, live: true, now: Self.now)]), as: UTF8.self)
+            #expect(text.replacingOccurrences(of: #""event":"state","#, with: "") == listedText.dropFirst().dropLast(), "\(text) against \(listedText)")
+        }
+    }
+
+    @Test func linesAboutNoDownloadsStateUseTheSameEncoder() throws {
+        let note = String(decoding: QueueListing.eventLine("note", id: DownloadID(3), ["message": "a/b changed on disk"]), as: UTF8.self)
+        #expect(note == #"{"event":"note","id":3,"message":"a\/b changed on disk"}"#)
+        let unsaved = String(decoding: QueueListing.eventLine("unsaved", ["error": "cannot save the queue: disk full"]), as: UTF8.self)
+        #expect(unsaved == #"{"error":"cannot save the queue: disk full","event":"unsaved"}"#)
     }
 }

@@ -3,6 +3,7 @@ import DownloadEngine
 import Foundation
 import LoopbackServer
 import Testing
+import TestSupport
 
 /// The session against a real loopback server and the real AsyncHTTPClient.
 @Suite struct DownloadSessionTests {
@@ -37,7 +38,7 @@ import Testing
             #expect(paused.state == .paused)
             let offset = paused.bytesOnDisk
             #expect(offset == Int64(size / 2))
-            #expect(fileSize(target + ".part") == offset)
+            #expect(fileLength(target + ".part") == offset)
             #expect(h.gets("/big.bin").count == 1)
 
             try await h.session.resume(id)
@@ -200,22 +201,12 @@ import Testing
             h.server.setFaults("/sync.bin", faults)
             let new = h.server.content("/sync.bin")
             try await h.session.resume(id)
-            func poll(_ what: String, _ condition: () -> Bool) async throws {
-                let deadline = ContinuousClock.now + .seconds(20)
-                while !condition() {
-                    guard ContinuousClock.now < deadline else {
-                        Issue.record("never: \(what)")
-                        return
-                    }
-                    try await Task.sleep(for: .milliseconds(20))
-                }
-            }
-            try await poll("the resume was answered") { h.gets("/sync.bin").count == 2 }
+            try await eventually("the resume was answered", every: .milliseconds(20)) { h.gets("/sync.bin").count == 2 }
             try await Task.sleep(for: .milliseconds(300))
             #expect(FileManager.default.contents(atPath: part) == old, "8 KiB of a new version are no reason to drop 256 KiB")
             h.server.release("/sync.bin")
             // At 64 KiB: the new version's first bytes took the part file's place, synced.
-            try await poll("the part file holds the new version") {
+            try await eventually("the part file holds the new version", every: .milliseconds(20)) {
                 guard let bytes = FileManager.default.contents(atPath: part), bytes.count >= 16 * 1024 else { return false }
                 return Array(bytes) == Array(new.prefix(bytes.count))
             }
@@ -401,8 +392,8 @@ import Testing
                 try await h.wait(id) { $0.bytesOnDisk == Int64(held) }
                 try await h.session.pause(id)
             }
-            #expect(fileSize(h.path("p1.bin.part")) == Int64(held))
-            #expect(fileSize(h.path("p2.bin.part")) == Int64(held))
+            #expect(fileLength(h.path("p1.bin.part")) == Int64(held))
+            #expect(fileLength(h.path("p2.bin.part")) == Int64(held))
             await h.session.purgePaused()
             let snapshot = await h.session.snapshot()
             #expect(snapshot[first]?.state == .paused, "purged, the download stays")
@@ -612,7 +603,7 @@ import Testing
             #expect(reason.contains("gave up after 3 tries"))
             // The first attempt grew the file; each restart after it only rewrote bytes from zero.
             #expect(h.gets("/drops.bin").count == 3)
-            #expect(fileSize(h.path("drops.bin.part")) ?? 0 > 0, "a failed download keeps its bytes")
+            #expect(fileLength(h.path("drops.bin.part")) ?? 0 > 0, "a failed download keeps its bytes")
         }
     }
 
@@ -631,8 +622,8 @@ import Testing
             let snapshot = await h.session.snapshot()
             #expect(snapshot[a]?.state == .paused)
             #expect(snapshot[b]?.state == .paused)
-            #expect(fileSize(h.path("ca.bin.part")) == snapshot[a]?.bytesOnDisk)
-            #expect(fileSize(h.path("cb.bin.part")) ?? 0 == snapshot[b]?.bytesOnDisk, "bytes written after pause returned")
+            #expect(fileLength(h.path("ca.bin.part")) == snapshot[a]?.bytesOnDisk)
+            #expect(fileLength(h.path("cb.bin.part")) ?? 0 == snapshot[b]?.bytesOnDisk, "bytes written after pause returned")
             #expect(h.gets("/cb.bin").count <= 1)
             let requests = h.server.requests().count
             try await Task.sleep(for: .milliseconds(200))

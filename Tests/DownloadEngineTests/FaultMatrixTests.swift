@@ -3,6 +3,7 @@ import DownloadEngine
 import Foundation
 import LoopbackServer
 import Testing
+import TestSupport
 
 /// The fault matrix of the README ("What haul does when …"), row by row, against the real loopback
 /// server. Rows tested elsewhere name their tests in the README.
@@ -73,7 +74,7 @@ import Testing
             let target = h.path("long.bin")
             let id = try await h.session.schedule(h.server.url("/long.bin"), to: .file(target))
             let done = try await h.waitCompleted(id)
-            #expect(fileSize(target) == 300_000)
+            #expect(fileLength(target) == 300_000)
             #expect(done.bytesOnDisk == 300_000)
             #expect(sha256(ofFile: target) == h.server.sha256("/long.bin"))
         }
@@ -158,7 +159,7 @@ import Testing
 
     @Test("5: a redirect from https to http is refused unless allowed; credentials never follow to another origin")
     func aDowngradeIsRefusedUnlessAllowed() async throws {
-        let tls = try TLSFixture()
+        let tls = try await TLSFixture()
         defer { tls.remove() }
         let plain = try await LoopbackServer.start()
         let secure = try await LoopbackServer.start(tls: tls.files)
@@ -241,9 +242,11 @@ import Testing
             try await h.wait(id) { $0.bytesOnDisk == Int64(size / 2) }
             try await h.session.pause(id)
             // Root ignores modes: the immutable attribute stops it too.
-            let locked = getuid() == 0 ? try tool("/usr/bin/chattr", ["+i", part]) : chmod(part, 0o444) == 0
+            let locked = getuid() == 0 ? try await tool("/usr/bin/chattr", ["+i", part]) : chmod(part, 0o444) == 0
             #expect(locked, "the part file could not be made read-only")
-            defer { _ = getuid() == 0 ? (try? tool("/usr/bin/chattr", ["-i", part])) : chmod(part, 0o644) == 0 }
+            // Should the test end early: started here and reaped by its own thread (a defer cannot
+            // wait); it is done long before the harness has shut the session down and removes the files.
+            defer { _ = getuid() == 0 ? (try? ChildProcess("/usr/bin/chattr", ["-i", part])) != nil : chmod(part, 0o644) == 0 }
             try await h.session.resume(id)
             let paused = try await h.wait(id) { $0.state == .paused && $0.lastError != nil }
             let reason = try #require(paused.lastError)
@@ -253,7 +256,7 @@ import Testing
             try await h.waitCompleted(other)
             #expect(sha256(ofFile: h.path("other.bin")) == h.server.sha256("/other.bin"), "the other download goes on")
             // Writable again: the resume picks up the prefix
-            #expect(getuid() == 0 ? try tool("/usr/bin/chattr", ["-i", part]) : chmod(part, 0o644) == 0)
+            #expect(getuid() == 0 ? try await tool("/usr/bin/chattr", ["-i", part]) : chmod(part, 0o644) == 0)
             try await h.session.resume(id)
             try await h.waitCompleted(id)
             #expect(sha256(ofFile: target) == h.server.sha256("/ro.bin"))
@@ -262,15 +265,8 @@ import Testing
     }
 
     /// Runs a tool; true when it exits 0.
-    private func tool(_ path: String, _ arguments: [String]) throws -> Bool {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: path)
-        process.arguments = arguments
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        process.waitUntilExit()
-        return process.terminationStatus == 0
+    private func tool(_ path: String, _ arguments: [String]) async throws -> Bool {
+        try await ChildProcess.run(path, arguments).status == 0
     }
 
     // MARK: 11. Statuses
@@ -399,7 +395,7 @@ import Testing
 
     @Test("13: a self-signed server fails at once with a clear certificate error; its CA makes it work")
     func aSelfSignedServerNeedsItsCA() async throws {
-        let tls = try TLSFixture()
+        let tls = try await TLSFixture()
         defer { tls.remove() }
         let server = try await LoopbackServer.start(tls: tls.files)
         defer { Task { await server.shutdown() } }
@@ -489,7 +485,7 @@ import Testing
 
     @Test("24: https still goes through CONNECT where the proxy allows it, and CONNECTs at once get their own answers")
     func httpsGoesThroughConnect() async throws {
-        let tls = try TLSFixture()
+        let tls = try await TLSFixture()
         defer { tls.remove() }
         let server = try await LoopbackServer.start(tls: tls.files)
         defer { Task { await server.shutdown() } }
@@ -601,7 +597,7 @@ import Testing
             #expect(done.state == .failed(reason: "the server does not speak TLS on this port"))
             #expect(done.failedAttempts == 3)
         }
-        let tls = try TLSFixture()
+        let tls = try await TLSFixture()
         defer { tls.remove() }
         let server = try await LoopbackServer.start(tls: tls.files)
         defer { Task { await server.shutdown() } }
@@ -634,27 +630,17 @@ import Testing
 
 /// A self-signed certificate for 127.0.0.1, made with the `openssl` command in a temporary directory.
 struct TLSFixture {
-    let directory: String
+    let scratch: TemporaryDirectory
     let files: LoopbackServer.TLSFiles
 
-    init() throws {
-        directory = FileManager.default.temporaryDirectory.appendingPathComponent("haul-tls-\(UUID().uuidString)").path
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        files = LoopbackServer.TLSFiles(certificatePath: directory + "/cert.pem", keyPath: directory + "/key.pem")
-        let openssl = Process()
-        openssl.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
-        openssl.arguments = [
-            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", files.keyPath, "-out", files.certificatePath, "-days", "2",
-            "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
-        ]
-        openssl.standardOutput = FileHandle.nullDevice
-        openssl.standardError = FileHandle.nullDevice
-        try openssl.run()
-        openssl.waitUntilExit()
-        guard openssl.terminationStatus == 0 else { throw HarnessError.timeout }
+    init() async throws {
+        scratch = try TemporaryDirectory("haul-tls")
+        let (certificate, key) = try await makeSelfSignedCertificate(in: scratch.path)
+        files = LoopbackServer.TLSFiles(certificatePath: certificate, keyPath: key)
     }
 
+    /// Keeps the files until here (they go with the fixture).
     func remove() {
-        try? FileManager.default.removeItem(atPath: directory)
+        withExtendedLifetime(scratch) {}
     }
 }

@@ -3,6 +3,7 @@ import DownloadEngine
 import Foundation
 import LoopbackServer
 import Testing
+import TestSupport
 
 /// Issue 16, the smaller things, against the real loopback server: what a pause claims, a redirect to
 /// `file:`, refused credentials, invisible characters in a server's name, and a file larger than
@@ -17,7 +18,7 @@ import Testing
             h.server.serve("/p.bin", size: size, faults: stalled(at: 300_000))
             let target = h.path("p.bin")
             let id = try await h.session.schedule(h.server.url("/p.bin"), to: .file(target))
-            try await Poll.until("300,000 bytes on disk") { fileSize(target + ".part") == 300_000 }
+            try await waitUntil("300,000 bytes on disk") { fileLength(target + ".part") == 300_000 }
             let firstPaused = Task { () -> Download? in
                 for await snapshot in h.session.snapshots {
                     if let row = snapshot[id], row.state == .paused { return row }
@@ -29,7 +30,7 @@ import Testing
             try await h.session.pause(id)
             let shown = try #require(await firstPaused.value)
             #expect(shown.bytesOnDisk == 300_000, "the first snapshot showing the pause says \(shown.bytesOnDisk) bytes")
-            #expect(fileSize(target + ".part") == 300_000)
+            #expect(fileLength(target + ".part") == 300_000)
         }
     }
 
@@ -41,8 +42,8 @@ import Testing
             h.server.serve("/q1.bin", size: size, faults: stalled(at: 300_000))
             let first = try await h.session.schedule(h.server.url("/q0.bin"), to: .file(h.path("q0.bin")))
             let second = try await h.session.schedule(h.server.url("/q1.bin"), to: .file(h.path("q1.bin")))
-            try await Poll.until("both stalled") {
-                fileSize(h.path("q0.bin.part")) == 100_000 && fileSize(h.path("q1.bin.part")) == 300_000
+            try await waitUntil("both stalled") {
+                fileLength(h.path("q0.bin.part")) == 100_000 && fileLength(h.path("q1.bin.part")) == 300_000
             }
             let firstRequeued = Task { () -> Download? in
                 for await snapshot in h.session.snapshots {
@@ -124,20 +125,6 @@ import Testing
             #expect(waiting.bytesOnDisk == 0)
             #expect(h.server.requests("/huge.bin").count == 1, "one request, answered by its length; no body written")
             #expect(try FileManager.default.contentsOfDirectory(atPath: h.directory).isEmpty, "no part file to delete")
-        }
-    }
-}
-
-/// Polling a condition that is not about a download.
-enum Poll {
-    static func until(_ what: String, timeout: Double = 20, _ condition: () -> Bool) async throws {
-        let deadline = Date().addingTimeInterval(timeout)
-        while !condition() {
-            guard Date() < deadline else {
-                Issue.record("timed out waiting for \(what)")
-                throw HarnessError.timeout
-            }
-            try await Task.sleep(for: .milliseconds(5))
         }
     }
 }

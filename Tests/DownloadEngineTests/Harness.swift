@@ -1,15 +1,16 @@
-import Crypto
 import DownloadCore
 import DownloadEngine
 import Foundation
 import LoopbackServer
 import Testing
+import TestSupport
 
 /// A loopback server, a session and a temporary directory for one test, torn down afterwards.
 struct Harness {
     let server: LoopbackServer
     let session: DownloadSession
-    let directory: String
+    let scratch: TemporaryDirectory
+    var directory: String { scratch.path }
 
     /// Fast retries and stall detection, so fault tests take seconds.
     static func testConfiguration() -> DownloadSession.Configuration {
@@ -28,22 +29,15 @@ struct Harness {
         var configuration = testConfiguration()
         adjust(&configuration)
         let server = try await LoopbackServer.start()
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("haul-test-\(UUID().uuidString)").path
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        let harness = Harness(server: server, session: DownloadSession(configuration: configuration), directory: directory)
-        do {
-            try await body(harness)
-        } catch {
-            await harness.close()
-            throw error
-        }
-        await harness.close()
+        let harness = Harness(server: server, session: DownloadSession(configuration: configuration), scratch: try TemporaryDirectory("haul-test"))
+        try await withTeardown({ try await body(harness) }, teardown: harness.close)
     }
 
     private func close() async {
         await session.shutdown()
         await server.shutdown()
-        try? FileManager.default.removeItem(atPath: directory)
+        // The directory goes with `scratch`, once the session no longer writes there.
+        withExtendedLifetime(scratch) {}
     }
 
     func path(_ name: String) -> String {
@@ -56,16 +50,7 @@ struct Harness {
         _ id: DownloadID, timeout: Double = 20, sourceLocation: SourceLocation = #_sourceLocation,
         until predicate: (Download) -> Bool
     ) async throws -> Download {
-        let deadline = Date().addingTimeInterval(timeout)
-        while true {
-            let snapshot = await session.snapshot()
-            if let download = snapshot[id], predicate(download) { return download }
-            if Date() > deadline {
-                Issue.record("timed out; download is \(String(describing: snapshot[id]))", sourceLocation: sourceLocation)
-                throw HarnessError.timeout
-            }
-            try await Task.sleep(for: .milliseconds(10))
-        }
+        try await waitFor(session, id, timeout: timeout, sourceLocation: sourceLocation, until: predicate)
     }
 
     /// Waits until `id` is completed (failing fast if it fails or is cancelled).
@@ -86,14 +71,14 @@ enum HarnessError: Error {
     case timeout
 }
 
-/// SHA-256 of a file in hex, or "" when it cannot be read.
-func sha256(ofFile path: String) -> String {
-    guard let data = FileManager.default.contents(atPath: path) else { return "" }
-    return LoopbackContent.hex(SHA256.hash(data: data))
-}
-
-func fileSize(_ path: String) -> Int64? {
-    (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? NSNumber)?.int64Value
+/// Polls `session` until `predicate` holds for download `id`; records an issue with what the
+/// download was and throws after `timeout` seconds.
+@discardableResult
+func waitFor(
+    _ session: DownloadSession, _ id: DownloadID, timeout: Double = 20, sourceLocation: SourceLocation = #_sourceLocation,
+    until predicate: (Download) -> Bool
+) async throws -> Download {
+    try await waitFor(id, in: { await session.snapshot() }, timeout: timeout, sourceLocation: sourceLocation, until: predicate)
 }
 
 /// Faults that make the first response stop after exactly `bytes` body bytes and hold the connection

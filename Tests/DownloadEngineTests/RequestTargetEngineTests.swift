@@ -3,6 +3,7 @@ import DownloadEngine
 import Foundation
 import LoopbackServer
 import Testing
+import TestSupport
 
 /// What reaches the server's request line is the URL's path and query as written.
 @Suite struct RequestTargetEngineTests {
@@ -55,7 +56,7 @@ import Testing
     }
 
     @Test func anEscapeThatIsNotUTF8OverHTTPSIsSentByTheBridgeOverTLSAndTrustedAsDirect() async throws {
-        let tls = try TLSFixture()
+        let tls = try await TLSFixture()
         defer { tls.remove() }
         let server = try await LoopbackServer.start(tls: tls.files)
         defer { Task { await server.shutdown() } }
@@ -98,7 +99,7 @@ import Testing
             #expect(proxy.requestHeads.first?.contains("Proxy-Authorization: Basic dTpw") == true)
             #expect(proxy.requestHeads.first?.contains("Host: files.haul-test.invalid\r\n") == true)
         }
-        let tls = try TLSFixture()
+        let tls = try await TLSFixture()
         defer { tls.remove() }
         let server = try await LoopbackServer.start(tls: tls.files)
         defer { Task { await server.shutdown() } }

@@ -3,6 +3,7 @@ import DownloadEngine
 import Foundation
 import LoopbackServer
 import Testing
+import TestSupport
 
 /// `--connections N` against the real loopback server: the parts are fetched with bounded ranges and
 /// `If-Range`, and the file is byte for byte the server's whatever happens in between.
@@ -90,16 +91,12 @@ import Testing
         try await Harness.with({ $0.stallTimeout = .seconds(120) }) { h in
             let disk = h.path("disk")
             try FileManager.default.createDirectory(atPath: disk, withIntermediateDirectories: true)
-            let mount = Process()
-            mount.executableURL = URL(fileURLWithPath: "/bin/mount")
-            mount.arguments = ["-t", "tmpfs", "-o", "size=12m", "tmpfs", disk]
-            try mount.run()
-            mount.waitUntilExit()
-            guard mount.terminationStatus == 0 else {
-                print("SegmentedTests: mounting a tmpfs is not allowed here (mount exited \(mount.terminationStatus)); not run")
+            let mount = try await ChildProcess.run("/bin/mount", ["-t", "tmpfs", "-o", "size=12m", "tmpfs", disk])
+            guard mount.status == 0 else {
+                print("SegmentedTests: mounting a tmpfs is not allowed here (mount exited \(mount.status)); not run")
                 return
             }
-            defer { _ = try? Process.run(URL(fileURLWithPath: "/bin/umount"), arguments: ["-l", disk]) }
+            defer { unmount(disk) }
             let size = 8 * 1024 * 1024
             h.server.serve("/room.bin", size: size, faults: { var f = Faults(); f.holdAt = Self.midpoints; return f }())
             let target = disk + "/room.bin"

@@ -5,6 +5,7 @@ import Foundation
 import LoopbackServer
 import Synchronization
 import Testing
+import TestSupport
 
 /// The session on a real SQLite queue: what it commits, when, and what a new session makes of it.
 @Suite struct SessionJournalTests {
@@ -64,30 +65,14 @@ import Testing
 
         static func with(_ body: (Bench) async throws -> Void) async throws {
             let server = try await LoopbackServer.start()
-            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("haul-journal-\(UUID().uuidString)").path
-            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+            let scratch = try TemporaryDirectory("haul-journal")
+            defer { withExtendedLifetime(scratch) {} }
+            let directory = scratch.path
             let bench = Bench(server: server, directory: directory, journal: RecordingJournal(try AppDatabase.open(at: directory + "/queue.sqlite")))
-            do {
-                try await body(bench)
-            } catch {
+            try await withTeardown({ try await body(bench) }) {
                 for session in bench.sessions.withLock({ $0 }) { await session.shutdown() }
                 await server.shutdown()
-                throw error
             }
-            for session in bench.sessions.withLock({ $0 }) { await session.shutdown() }
-            await server.shutdown()
-            try? FileManager.default.removeItem(atPath: directory)
-        }
-    }
-
-    /// Polls `session` until `predicate` holds for `id`.
-    @discardableResult
-    func wait(_ session: DownloadSession, _ id: DownloadID, timeout: Double = 20, until predicate: (Download) -> Bool) async throws -> Download {
-        let deadline = Date().addingTimeInterval(timeout)
-        while true {
-            if let download = await session.snapshot()[id], predicate(download) { return download }
-            guard Date() < deadline else { throw HarnessError.timeout }
-            try await Task.sleep(for: .milliseconds(10))
         }
     }
 
@@ -140,7 +125,7 @@ import Testing
                     if let stored = try bench.stored(id), stored.state == .downloading {
                         // Read the claim first: the part file can only have grown since.
                         let claim = stored.bytesOnDisk
-                        let onDisk = fileSize(bench.path("c.bin.part")) ?? 0
+                        let onDisk = fileLength(bench.path("c.bin.part")) ?? 0
                         #expect(claim <= onDisk, "claimed \(claim) with \(onDisk) on disk")
                         if claims.last != claim { claims.append(claim) }
                         if claim == bytes { return }
@@ -158,7 +143,7 @@ import Testing
                 #expect(bench.journal.commits.withLock { $0.count } == before, "hold \(index): a checkpoint without new bytes")
                 bench.server.release("/c.bin")
             }
-            try await wait(session, id) { $0.state == .completed }
+            try await waitFor(session, id) { $0.state == .completed }
             #expect(claims == claims.sorted(), "\(claims)")
             #expect(sha256(ofFile: bench.path("c.bin")) == bench.server.sha256("/c.bin"))
             await session.shutdown()
@@ -211,18 +196,12 @@ import Testing
             }
             let id = try await session.schedule(bench.server.url("/n.bin"), to: .file(bench.path("n.bin")))
             // The checkpoint claims what was written, without waiting for a sync, and says so
-            var deadline = ContinuousClock.now + .seconds(20)
-            while try (bench.stored(id)?.bytesOnDisk ?? 0) < Int64(size / 2), ContinuousClock.now < deadline {
-                try await Task.sleep(for: .milliseconds(50))
-            }
+            _ = try await poll(timeout: 20, every: .milliseconds(50)) { try (bench.stored(id)?.bytesOnDisk ?? 0) >= Int64(size / 2) ? true : nil }
             #expect(try bench.stored(id)?.bytesOnDisk == Int64(size / 2))
             #expect(try bench.database.loadQueue().unsyncedCheckpoints == [id])
             // A pause fsyncs the part file: the row is a synced checkpoint again
             try await session.pause(id)
-            deadline = ContinuousClock.now + .seconds(20)
-            while try bench.stored(id)?.state != .paused, ContinuousClock.now < deadline {
-                try await Task.sleep(for: .milliseconds(50))
-            }
+            _ = try await poll(timeout: 20, every: .milliseconds(50)) { try bench.stored(id)?.state == .paused ? true : nil }
             #expect(try bench.stored(id)?.state == .paused)
             #expect(try bench.database.loadQueue().unsyncedCheckpoints.isEmpty)
             await session.shutdown()
@@ -236,7 +215,7 @@ import Testing
             let target = bench.path("r.bin")
             let first = bench.session()
             let id = try await first.schedule(bench.server.url("/r.bin"), to: .file(target))
-            try await wait(first, id) { $0.bytesOnDisk == Int64(size / 4) }
+            try await waitFor(first, id) { $0.bytesOnDisk == Int64(size / 4) }
             try await first.pause(id)
             await first.shutdown()
             let stored = try #require(try bench.stored(id))
@@ -248,7 +227,7 @@ import Testing
             await second.restore(try bench.database.loadQueue(), startPending: true)
             #expect(await second.snapshot()[id]?.state == .paused, "a paused download stays paused")
             try await second.resume(id)
-            try await wait(second, id) { $0.state == .completed }
+            try await waitFor(second, id) { $0.state == .completed }
             #expect(sha256(ofFile: target) == bench.server.sha256("/r.bin"))
             #expect(bench.server.requests("/r.bin").last?.range == "bytes=\(size / 4)-")
             await second.shutdown()
@@ -261,7 +240,7 @@ import Testing
             bench.server.serve("/q.bin", size: size, faults: stalled(at: size / 2))
             let first = bench.session()
             let id = try await first.schedule(bench.server.url("/q.bin"), to: .file(bench.path("q.bin")))
-            try await wait(first, id) { $0.bytesOnDisk == Int64(size / 2) }
+            try await waitFor(first, id) { $0.bytesOnDisk == Int64(size / 2) }
             await first.shutdown()
             let stored = try #require(try bench.stored(id))
             #expect(stored.state == .paused)
@@ -276,7 +255,7 @@ import Testing
 
             let running = bench.session()
             await running.restore(try bench.database.loadQueue(), startPending: true)
-            try await wait(running, id) { $0.state == .completed }
+            try await waitFor(running, id) { $0.state == .completed }
             #expect(bench.server.requests("/q.bin").last?.range == "bytes=\(size / 2)-")
             await running.shutdown()
         }
@@ -300,7 +279,7 @@ import Testing
             let session = bench.session()
             await session.restore(try bench.database.loadQueue(), startPending: true)
             // Then it resumes from the 600,000 bytes on disk, not the older checkpoint
-            try await wait(session, row.id) { $0.state == .completed }
+            try await waitFor(session, row.id) { $0.state == .completed }
             #expect(bench.server.requests("/k.bin").last?.range == "bytes=600000-")
             #expect(sha256(ofFile: target) == bench.server.sha256("/k.bin"))
             await session.shutdown()
@@ -326,7 +305,7 @@ import Testing
             let session = bench.session()
             let notes = await session.restore(try bench.database.loadQueue(), startPending: true)
             #expect(notes.contains { $0.contains("rebooted") }, "\(notes)")
-            try await wait(session, row.id) { $0.state == .completed }
+            try await waitFor(session, row.id) { $0.state == .completed }
             #expect(bench.server.requests("/b.bin").last?.range == "bytes=400000-")
             #expect(sha256(ofFile: target) == bench.server.sha256("/b.bin"), "the unsynced tail was cut, not kept")
             await session.shutdown()
@@ -347,7 +326,7 @@ import Testing
 
             let session = bench.session()
             await session.restore(try bench.database.loadQueue(), startPending: true)
-            let done = try await wait(session, row.id) { $0.completedPath != nil }
+            let done = try await waitFor(session, row.id) { $0.completedPath != nil }
             #expect(done.completedPath == target)
             #expect(sha256(ofFile: target) == bench.server.sha256("/p.bin"))
             #expect(bench.server.requests("/p.bin").isEmpty)
@@ -391,7 +370,7 @@ import Testing
             bench.server.serve("/x.bin", size: 1000)
             let session = bench.session()
             let id = try await session.schedule(bench.server.url("/x.bin"), to: .file(bench.path("x.bin")))
-            try await wait(session, id) { $0.state == .completed }
+            try await waitFor(session, id) { $0.state == .completed }
             try await session.remove(id)
             #expect(try bench.stored(id) == nil)
             #expect(try bench.database.loadQueue().nextID == 2)
@@ -402,12 +381,12 @@ import Testing
     /// The ETag the server sends for `path` (what a first response would have stored).
     func etag(of path: String, _ server: LoopbackServer) async throws -> String {
         let probe = DownloadSession(configuration: Harness.testConfiguration())
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("haul-probe-\(UUID().uuidString)").path
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let scratch = try TemporaryDirectory("haul-probe")
+        defer { withExtendedLifetime(scratch) {} }
+        let directory = scratch.path
         let id = try await probe.schedule(server.url(path), to: .file(directory + "/probe"))
-        let done = try await wait(probe, id) { $0.state.isFinished }
+        let done = try await waitFor(probe, id) { $0.state.isFinished }
         await probe.shutdown()
-        try? FileManager.default.removeItem(atPath: directory)
         return try #require(done.etag)
     }
 }

@@ -3,6 +3,7 @@ import DownloadEngine
 import Foundation
 import LoopbackServer
 import Testing
+import TestSupport
 
 /// Speed limits changed while transfers run, measured by the loopback server: what it sent over
 /// a few seconds, with wide margins (two shared cores, the suite in parallel).
@@ -120,7 +121,7 @@ import Testing
             try await h.session.pause(id)
             #expect(ContinuousClock.now - pausing < .seconds(3), "paused in \(ContinuousClock.now - pausing)")
             let paused = try #require(await h.session.snapshot()[id])
-            #expect(paused.state == .paused && paused.bytesOnDisk == fileSize(h.path("slow.bin.part")))
+            #expect(paused.state == .paused && paused.bytesOnDisk == fileLength(h.path("slow.bin.part")))
             try await h.session.resume(id)
             try await h.wait(id) { $0.state == .downloading && $0.resumeCount == 1 }
 

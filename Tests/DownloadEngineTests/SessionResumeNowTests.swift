@@ -5,6 +5,7 @@ import Foundation
 import LoopbackServer
 import Synchronization
 import Testing
+import TestSupport
 
 /// A person's resume takes a slot now, a due retry waits for one visibly, and what happened is in
 /// each download's history: the real session, loopback server and SQLite file.
@@ -23,7 +24,7 @@ import Testing
             let requeued = try #require(await h.session.snapshot()[a])
             #expect(requeued.state == .queued)
             #expect(requeued.bytesOnDisk > 256 * 1024)
-            #expect(requeued.bytesOnDisk == fileSize(h.path("a.bin.part")))
+            #expect(requeued.bytesOnDisk == fileLength(h.path("a.bin.part")))
             #expect(requeued.lastError == nil && requeued.restartCount == 0)
             try await h.wait(b) { $0.state == .downloading && $0.bytesOnDisk > 0 }
 
@@ -73,9 +74,9 @@ import Testing
     }
 
     @Test func theHistoryOfADownloadRidesOnTheCommitsTheQueueMakesAnyway() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("haul-history-\(UUID().uuidString)").path
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let scratch = try TemporaryDirectory("haul-history")
+        defer { withExtendedLifetime(scratch) {} }
+        let directory = scratch.path
         let journal = CountingJournal(try AppDatabase.open(at: directory + "/queue.sqlite"))
         let server = try await LoopbackServer.start()
         let session = DownloadSession(configuration: Harness.testConfiguration(), journal: journal)
@@ -132,15 +133,6 @@ import Testing
         await server.shutdown()
     }
 
-    func waitFor(_ session: DownloadSession, _ id: DownloadID, until predicate: (Download) -> Bool) async throws {
-        let deadline = Date().addingTimeInterval(20)
-        while Date() < deadline {
-            if let download = await session.snapshot()[id], predicate(download) { return }
-            try await Task.sleep(for: .milliseconds(10))
-        }
-        Issue.record("timed out: \(String(describing: await session.snapshot()[id]))")
-        throw HarnessError.timeout
-    }
 }
 
 /// The queue's database, counting the commits it is given.

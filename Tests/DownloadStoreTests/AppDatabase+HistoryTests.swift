@@ -6,20 +6,16 @@ import Testing
 
 /// Each download's history and the remembered global limit, on a real SQLite file.
 @Suite struct AppDatabaseHistoryTests {
-    let directory: String
+    let store: StoreFixture
 
     init() throws {
-        directory = FileManager.default.temporaryDirectory.appendingPathComponent("haul-store-\(UUID().uuidString)").path
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        store = try StoreFixture()
     }
 
-    var path: String { directory + "/queue.sqlite" }
+    var path: String { store.path }
 
     func download(_ id: Int64, _ state: DownloadState = .queued) throws -> Download {
-        let url = try #require(URL(string: "https://example.com/\(id).iso"))
-        var download = Download(id: DownloadID(id), url: url, destination: .file("/data/\(id).iso"), partPath: "/data/\(id).iso.part")
-        download.state = state
-        return download
+        try store.download(id, state)
     }
 
     func entry(_ id: Int64, _ number: Int, _ kind: HistoryEntry.Kind = .started) -> HistoryEntry {

@@ -3,23 +3,20 @@ import DownloadStore
 import Foundation
 import GRDB
 import Testing
+import TestSupport
 
 /// The queue database on a real SQLite file in a temporary directory.
 @Suite struct AppDatabaseTests {
-    let directory: String
+    let store: StoreFixture
 
     init() throws {
-        directory = FileManager.default.temporaryDirectory.appendingPathComponent("haul-store-\(UUID().uuidString)").path
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        store = try StoreFixture()
     }
 
-    var path: String { directory + "/queue.sqlite" }
+    var path: String { store.path }
 
     func download(_ id: Int64, _ state: DownloadState = .queued) throws -> Download {
-        let url = try #require(URL(string: "https://user:secret@example.com/files/\(id).iso?token=abc"))
-        var download = Download(id: DownloadID(id), url: url, destination: .file("/data/\(id).iso"), partPath: "/data/\(id).iso.part")
-        download.state = state
-        return download
+        try store.download(id, state, url: "https://user:secret@example.com/files/\(id).iso?token=abc")
     }
 
     func commit(_ database: AppDatabase, saving downloads: [Download], boot: String? = "boot-1") throws {
@@ -75,7 +72,7 @@ import Testing
         try database.saveSetting("maxActive", "5")
         try database.saveSetting("maxActive", "6")
         #expect(try AppDatabase.open(at: path).setting("maxActive") == "6")
-        #expect(try database.appliedMigrations().last == "v12: speed limits and history")
+        #expect(try database.appliedMigrations().last == "v13: states as stored kinds")
     }
 
     @Test func everyFieldSurvivesARoundTrip() throws {
@@ -184,6 +181,7 @@ import Testing
             "v1: queue", "v2: requesters and boot checkpoints", "v3: request options and settings", "v4: segmented downloads",
             "v5: unsynced checkpoints", "v6: content type", "v7: written parts", "v8: completed file stamps",
             "v9: resumes checked by overlap", "v10: hooks", "v11: last active", "v12: speed limits and history",
+            "v13: states as stored kinds",
         ])
         let queue = try database.loadQueue()
         let row = try #require(queue.downloads.first)
@@ -226,7 +224,9 @@ import Testing
     }
 
     @Test func itIsCreatedPrivateAndTightenedWhenOpen() throws {
-        let base = FileManager.default.temporaryDirectory.appendingPathComponent("haul-state-\(UUID().uuidString)").path
+        let scratch = try TemporaryDirectory("haul-state")
+        defer { withExtendedLifetime(scratch) {} }
+        let base = scratch.path("base")
         let directory = try StateDirectory(creatingAt: base + "/nested/state")
         var info = stat()
         #expect(stat(directory.path, &info) == 0 && info.st_mode & 0o777 == 0o700)
@@ -236,7 +236,9 @@ import Testing
     }
 
     @Test func theLockNamesItsHolderAndIsReleasedWithIt() throws {
-        let base = FileManager.default.temporaryDirectory.appendingPathComponent("haul-lock-\(UUID().uuidString)").path
+        let scratch = try TemporaryDirectory("haul-lock")
+        defer { withExtendedLifetime(scratch) {} }
+        let base = scratch.path("base")
         let directory = try StateDirectory(creatingAt: base)
         var lock: QueueLock? = try directory.lock()
         #expect(try String(contentsOfFile: directory.lockPath, encoding: .utf8) == "\(getpid())\n")

@@ -1,6 +1,7 @@
 import DownloadStore
 import Foundation
 import Testing
+import TestSupport
 
 /// Who holds a queue is asked of the kernel's lock table, never told by a program's name.
 @Suite struct LiveHolderTests {
@@ -9,8 +10,9 @@ import Testing
             Issue.record("python3 is needed (.ci/run installs it)")
             return
         }
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("haul-holder-\(UUID().uuidString)").path
-        defer { try? FileManager.default.removeItem(atPath: path) }
+        let scratch = try TemporaryDirectory("haul-holder")
+        defer { withExtendedLifetime(scratch) {} }
+        let path = scratch.path("queue")
         let directory = try StateDirectory(creatingAt: path)
         #expect(directory.liveHolder() == nil, "nobody holds a new queue")
 
@@ -24,23 +26,22 @@ import Testing
         // Another program entirely (Python, which the tests' servers need anyway) holds it, and the
         // pid file names someone else. One process, no child: ending it ends the lock.
         try Data("1\n".utf8).write(to: URL(fileURLWithPath: directory.lockPath))
-        let holder = Process()
-        holder.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
-        holder.arguments = ["-c", "import fcntl, sys, time; f = open(sys.argv[1], 'a'); fcntl.flock(f, fcntl.LOCK_EX); time.sleep(30)", directory.lockPath]
-        try holder.run()
-        let deadline = Date().addingTimeInterval(10)
-        while directory.liveHolder() == nil, Date() < deadline { try await Task.sleep(for: .milliseconds(10)) }
-        #expect(directory.liveHolder() == holder.processIdentifier, "the pid in the lock table, not the one in the file")
-        kill(holder.processIdentifier, SIGKILL)
-        holder.waitUntilExit()
+        let holder = try ChildProcess(
+            "/usr/bin/python3", ["-c", "import fcntl, sys, time; f = open(sys.argv[1], 'a'); fcntl.flock(f, fcntl.LOCK_EX); time.sleep(30)", directory.lockPath]
+        )
+        _ = try await poll(timeout: 10) { directory.liveHolder() }
+        #expect(directory.liveHolder() == holder.pid, "the pid in the lock table, not the one in the file")
+        holder.send(SIGKILL)
+        await holder.wait()
         #expect(directory.liveHolder() == nil, "a pid file whose process runs is no holder without the lock")
     }
 
     @Test func theHolderIsFoundAmongHundredsOfLocks() throws {
         // /proc/locks says its size is 0; a reader that trusts that, or reads once, sees only its
         // first page. 300 other locks push the queue's past it, in either order.
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("haul-holder-\(UUID().uuidString)").path
-        defer { try? FileManager.default.removeItem(atPath: path) }
+        let scratch = try TemporaryDirectory("haul-holder")
+        defer { withExtendedLifetime(scratch) {} }
+        let path = scratch.path("queue")
         let directory = try StateDirectory(creatingAt: path)
         var first: QueueLock? = try directory.lock()
         var others: [Int32] = []

@@ -3,6 +3,7 @@ import Foundation
 import Synchronization
 import TerminalUI
 import Testing
+import TestSupport
 
 /// The UI loop with a fake terminal and a fake queue: no curses, no session, no socket.
 @Suite struct UIControllerTests {
@@ -30,14 +31,8 @@ import Testing
 
         /// Waits until the newest frame satisfies `condition`.
         func waitFor(_ what: String, _ condition: (String) -> Bool) async throws {
-            let deadline = ContinuousClock.now + .seconds(60)
-            while !condition(last) {
-                guard ContinuousClock.now < deadline else {
-                    Issue.record("never drew \(what); last frame:\n\(last)")
-                    return
-                }
-                try await Task.sleep(for: .milliseconds(5))
-            }
+            guard try await poll(timeout: 60, every: .milliseconds(5), { condition(last) ? true : nil }) == nil else { return }
+            Issue.record("never drew \(what); last frame:\n\(last)")
         }
     }
 
@@ -114,15 +109,15 @@ import Testing
         let run = Task { await Self.controller(queue, terminal).run(ViewState(snapshot: Self.snapshot())) }
         try await terminal.waitFor("the rows") { $0.contains("one.bin") && $0.contains("two.bin") }
         terminal.type(.char("p"))
-        try await CLIWait.until("the pause reached the queue") { queue.intents.withLock { $0 } == ["pause 1"] }
+        try await eventually(timeout: 60, "the pause reached the queue") { queue.intents.withLock { $0 } == ["pause 1"] }
         // The pause is still being carried out; the next key is drawn all the same.
         terminal.type(.char("?"))
         try await terminal.waitFor("the help, while the pause waits") { $0.contains("select the row above") }
         terminal.type(.char("x"), .char("j"), .char("r"))
-        try await CLIWait.until("nothing passed the pause") { queue.intents.withLock { $0 } == ["pause 1"] }
+        try await eventually(timeout: 60, "nothing passed the pause") { queue.intents.withLock { $0 } == ["pause 1"] }
         // Let the pause go: the resume typed after it follows, in order.
         queue.pauseGate.withLock { $0?.resume(); $0 = nil }
-        try await CLIWait.until("the resume after it") { queue.intents.withLock { $0 } == ["pause 1", "resume 2"] }
+        try await eventually(timeout: 60, "the resume after it") { queue.intents.withLock { $0 } == ["pause 1", "resume 2"] }
         terminal.type(.char("q"))
         #expect(await run.value == .quit)
     }
@@ -238,7 +233,7 @@ import Testing
         terminal.type(.char("a"))
         for character in "http://h/new.bin" { terminal.type(.char(character)) }
         terminal.type(.enter)
-        try await CLIWait.until("the request reached the queue") { queue.intents.withLock { $0 }.contains { $0.hasPrefix("schedule") } }
+        try await eventually(timeout: 60, "the request reached the queue") { queue.intents.withLock { $0 }.contains { $0.hasPrefix("schedule") } }
         #expect(queue.intents.withLock { $0 } == ["schedule [\"http://h/new.bin\"] limit [307200]"])
         terminal.type(.char("q"))
         #expect(await run.value == .quit)
@@ -257,18 +252,5 @@ import Testing
         try await other.waitFor("the rows") { $0.contains("one.bin") }
         queue.feed.finish()
         #expect(await ended.value == .queueEnded)
-    }
-}
-
-enum CLIWait {
-    static func until(_ what: String, _ condition: () -> Bool) async throws {
-        let deadline = ContinuousClock.now + .seconds(60)
-        while !condition() {
-            guard ContinuousClock.now < deadline else {
-                Issue.record("timed out: \(what)")
-                return
-            }
-            try await Task.sleep(for: .milliseconds(5))
-        }
     }
 }

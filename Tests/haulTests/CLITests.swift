@@ -1,15 +1,12 @@
 import Foundation
 import LoopbackServer
 import Testing
+import TestSupport
 
 /// The command line as scripts use it: every option, the config file, bad input, and the queue
 /// commands (`add`, `list`, `pause`, `resume`, `cancel`, `remove`), on the real binary.
 @Suite struct CLITests {
     typealias Run = HaulProcess.Run
-
-    func haul(_ arguments: [String], in directory: String, environment: [String: String] = [:], timeout: Double = 60) async throws -> Run {
-        try await HaulProcess(arguments, in: directory, state: directory + "/.state", environment: environment).wait(timeout: timeout)
-    }
 
     /// Writes the config file the binary reads in `directory` (its XDG_CONFIG_HOME is `directory/.config`).
     func writeConfig(_ text: String, in directory: String) throws {
@@ -23,7 +20,7 @@ import Testing
         try await CLI.withServer { server, directory in
             server.serve("/all.bin", size: 300_000)
             try FileManager.default.createDirectory(atPath: directory + "/out", withIntermediateDirectories: true)
-            let run = try await haul([
+            let run = try await CLI.haul([
                 "get", server.url("/all.bin").absoluteString,
                 "-d", "out", "-o", "named.bin", "-j", "2", "--max-tries", "3", "--connect-timeout", "5",
                 "--stall-timeout", "20", "--limit-rate", "10M", "-H", "X-Token: secret", "-H", "Accept-Language: de",
@@ -31,7 +28,7 @@ import Testing
                 "--state", directory + "/.state",
             ], in: directory)
             #expect(run.status == 0, "\(run.stderr)")
-            #expect(CLI.sha256(directory + "/out/named.bin") == server.sha256("/all.bin"))
+            #expect(sha256(ofFile: directory + "/out/named.bin") == server.sha256("/all.bin"))
             let request = try #require(server.requests("/all.bin").first)
             #expect(request.userAgent == "haul-test/1")
             #expect(request.headers.contains("X-Token: secret"))
@@ -43,11 +40,11 @@ import Testing
         try await CLI.withServer { server, directory in
             server.serve("/sum.bin", size: 200_000)
             let wrong = String(repeating: "ab", count: 32)
-            let run = try await haul(["get", server.url("/sum.bin").absoluteString, "--checksum", "sha-256=\(wrong)"], in: directory)
+            let run = try await CLI.haul(["get", server.url("/sum.bin").absoluteString, "--checksum", "sha-256=\(wrong)"], in: directory)
             #expect(run.status == 1)
             #expect(run.stdout.contains("sha-256 mismatch"), "\(run.stdout)")
             #expect(CLI.files(directory) == ["sum.bin.part"])
-            #expect(CLI.length(directory + "/sum.bin.part") == 200_000)
+            #expect(fileLength(directory + "/sum.bin.part") == 200_000)
             let rows = try await CLI.list(state: directory + "/.state", in: directory)
             #expect(rows.first?["state"] as? String == "failed")
             #expect(rows.first?["checksum"] as? String == "sha-256=\(wrong)")
@@ -59,10 +56,10 @@ import Testing
             // 768 KiB at 256 KiB/s with a quarter second of burst cannot take less than 2.7 s.
             server.serve("/slow.bin", size: 768 * 1024)
             let started = Date()
-            let run = try await haul(["get", server.url("/slow.bin").absoluteString, "--limit-rate", "256K"], in: directory)
+            let run = try await CLI.haul(["get", server.url("/slow.bin").absoluteString, "--limit-rate", "256K"], in: directory)
             let elapsed = Date().timeIntervalSince(started)
             #expect(run.status == 0, "\(run.stderr)")
-            #expect(CLI.sha256(directory + "/slow.bin") == server.sha256("/slow.bin"))
+            #expect(sha256(ofFile: directory + "/slow.bin") == server.sha256("/slow.bin"))
             #expect(elapsed >= 2.5, "took \(elapsed) s: the limit did not hold")
         }
     }
@@ -74,32 +71,32 @@ import Testing
             let proxy = try TunnelProxy(tunnellingTo: server.port)
             defer { proxy.stop() }
             // The host does not exist: only a request through the proxy can succeed.
-            let run = try await haul(
+            let run = try await CLI.haul(
                 ["get", "http://files.haul-test.invalid/via.bin"], in: directory, environment: ["http_proxy": "127.0.0.1:\(proxy.port)"]
             )
             #expect(run.status == 0, "\(run.stderr)\(run.stdout)")
             #expect(proxy.requestLines.first == "GET http://files.haul-test.invalid/via.bin HTTP/1.1")
             #expect(server.requests("/via.bin").first?.host == "files.haul-test.invalid")
             #expect(server.requests("/via.bin").first?.absoluteForm == true)
-            #expect(CLI.sha256(directory + "/via.bin") == server.sha256("/via.bin"))
+            #expect(sha256(ofFile: directory + "/via.bin") == server.sha256("/via.bin"))
 
             // no_proxy sends 127.0.0.1 direct; an upper-case HTTP_PROXY is ignored, as curl does.
             server.serve("/direct.bin", size: 1000)
             server.serve("/upper.bin", size: 1000)
-            let bypassed = try await haul(
+            let bypassed = try await CLI.haul(
                 ["get", server.url("/direct.bin").absoluteString], in: directory,
                 environment: ["http_proxy": "http://127.0.0.1:\(proxy.port)", "no_proxy": "localhost, 127.0.0.1"]
             )
             #expect(bypassed.status == 0, "\(bypassed.stderr)\(bypassed.stdout)")
-            let upper = try await haul(
+            let upper = try await CLI.haul(
                 ["get", server.url("/upper.bin").absoluteString], in: directory, environment: ["HTTP_PROXY": "http://127.0.0.1:\(proxy.port)"]
             )
             #expect(upper.status == 0, "\(upper.stderr)\(upper.stdout)")
             #expect(proxy.requestLines.count == 1, "only the first download went through the proxy: \(proxy.requestLines)")
-            #expect(CLI.length(directory + "/direct.bin") == 1000)
-            #expect(CLI.length(directory + "/upper.bin") == 1000)
+            #expect(fileLength(directory + "/direct.bin") == 1000)
+            #expect(fileLength(directory + "/upper.bin") == 1000)
 
-            let bad = try await haul(["get", server.url("/direct.bin").absoluteString], in: directory, environment: ["https_proxy": "socks5://127.0.0.1:1"])
+            let bad = try await CLI.haul(["get", server.url("/direct.bin").absoluteString], in: directory, environment: ["https_proxy": "socks5://127.0.0.1:1"])
             #expect(bad.status == 2)
             #expect(bad.stderr == "haul: error: https_proxy: only http:// proxies are supported\n")
         }
@@ -137,10 +134,10 @@ import Testing
         (["get", "http://example.com/a", "--bogus"], "Unknown option '--bogus'"),
     ])
     func badInputIsRefusedAndChangesNothing(arguments: [String], expected: String) async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("haul-bad-\(UUID().uuidString)").path
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: directory) }
-        let run = try await haul(arguments, in: directory)
+        let scratch = try TemporaryDirectory("haul-bad")
+        defer { withExtendedLifetime(scratch) {} }
+        let directory = scratch.path
+        let run = try await CLI.haul(arguments, in: directory)
         #expect(run.status == 2, "\(arguments): \(run.stderr)")
         let lines = run.stderr.split(separator: "\n")
         #expect(lines.count == 1, "one line, got: \(run.stderr)")
@@ -152,11 +149,11 @@ import Testing
     }
 
     @Test func aCertificateFileThatIsNotPEMIsRefused() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("haul-ca-\(UUID().uuidString)").path
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let scratch = try TemporaryDirectory("haul-ca")
+        defer { withExtendedLifetime(scratch) {} }
+        let directory = scratch.path
         try "not a certificate\n".write(toFile: directory + "/.bad.pem", atomically: true, encoding: .utf8)
-        let run = try await haul(["get", "https://example.com/a", "--ca-certificate", ".bad.pem"], in: directory)
+        let run = try await CLI.haul(["get", "https://example.com/a", "--ca-certificate", ".bad.pem"], in: directory)
         #expect(run.status == 2)
         #expect(run.stderr.contains("holds no PEM certificate"), "\(run.stderr)")
         #expect(!FileManager.default.fileExists(atPath: directory + "/.state"))
@@ -179,19 +176,19 @@ import Testing
 
             fsync = false
             """, in: directory)
-            let first = try await haul(["get", server.url("/c1.bin").absoluteString], in: directory)
+            let first = try await CLI.haul(["get", server.url("/c1.bin").absoluteString], in: directory)
             #expect(first.status == 0, "\(first.stderr)")
-            #expect(CLI.length(directory + "/from-config/c1.bin") == 50_000)
+            #expect(fileLength(directory + "/from-config/c1.bin") == 50_000)
             let configured = try #require(server.requests("/c1.bin").first)
             #expect(configured.userAgent == "configured/1")
             #expect(configured.headers.contains("X-From: config"))
 
-            let second = try await haul(
+            let second = try await CLI.haul(
                 ["get", server.url("/c2.bin").absoluteString, "-d", "from-flag", "--user-agent", "flag/2", "-H", "X-From: flag"], in: directory
             )
             #expect(second.status == 0, "\(second.stderr)")
-            #expect(CLI.length(directory + "/from-flag/c2.bin") == 50_000)
-            #expect(CLI.length(directory + "/from-config/c2.bin") == nil)
+            #expect(fileLength(directory + "/from-flag/c2.bin") == 50_000)
+            #expect(fileLength(directory + "/from-config/c2.bin") == nil)
             let flagged = try #require(server.requests("/c2.bin").first)
             #expect(flagged.userAgent == "flag/2")
             #expect(flagged.headers.contains("X-From: flag"))
@@ -210,11 +207,11 @@ import Testing
         ("limit-rate-each = 12\n", "config:1: limit-rate-each must be at least 1K, or 0 for none"),
     ])
     func aBadConfigLineIsAnErrorNamingTheLine(config: String, expected: String) async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("haul-cfg-\(UUID().uuidString)").path
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let scratch = try TemporaryDirectory("haul-cfg")
+        defer { withExtendedLifetime(scratch) {} }
+        let directory = scratch.path
         try writeConfig(config, in: directory)
-        let run = try await haul(["add", "http://example.com/a"], in: directory)
+        let run = try await CLI.haul(["add", "http://example.com/a"], in: directory)
         #expect(run.status == 2)
         #expect(run.stderr.contains(expected), "expected '\(expected)' in: \(run.stderr)")
         #expect(run.stderr.split(separator: "\n").count == 1)
@@ -222,10 +219,10 @@ import Testing
     }
 
     @Test func anExplicitConfigFileMustExist() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("haul-cfg-\(UUID().uuidString)").path
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: directory) }
-        let run = try await haul(["add", "http://example.com/a", "--config", "nope.conf"], in: directory)
+        let scratch = try TemporaryDirectory("haul-cfg")
+        defer { withExtendedLifetime(scratch) {} }
+        let directory = scratch.path
+        let run = try await CLI.haul(["add", "http://example.com/a", "--config", "nope.conf"], in: directory)
         #expect(run.status == 2)
         #expect(run.stderr.contains("cannot read the config file nope.conf"), "\(run.stderr)")
     }
@@ -238,16 +235,16 @@ import Testing
             let b = server.url("/b.iso").absoluteString
             let digest = String(repeating: "1f", count: 32)
             try "# list\n\(b)\n\n".write(toFile: directory + "/.urls", atomically: true, encoding: .utf8)
-            let added = try await haul(["add", a, "-H", "Authorization: Bearer t0ken"], in: directory)
+            let added = try await CLI.haul(["add", a, "-H", "Authorization: Bearer t0ken"], in: directory)
             #expect(added.status == 0, "\(added.stderr)")
             #expect(added.stdout == "1\tqueued\t\(a)\n")
-            let fromFile = try await haul(["add", "-i", ".urls", "-d", "sub"], in: directory)
+            let fromFile = try await CLI.haul(["add", "-i", ".urls", "-d", "sub"], in: directory)
             #expect(fromFile.status == 2, "sub does not exist yet")
             try FileManager.default.createDirectory(atPath: directory + "/sub", withIntermediateDirectories: true)
-            #expect(try await haul(["add", "-i", ".urls", "-d", "sub"], in: directory).status == 0)
-            #expect(try await haul(["add", "http://example.com/c.bin", "-o", "c-named.bin", "--checksum", "sha-256=\(digest)"], in: directory).status == 0)
+            #expect(try await CLI.haul(["add", "-i", ".urls", "-d", "sub"], in: directory).status == 0)
+            #expect(try await CLI.haul(["add", "http://example.com/c.bin", "-o", "c-named.bin", "--checksum", "sha-256=\(digest)"], in: directory).status == 0)
             // The same URL again is the same download.
-            let again = try await haul(["add", a], in: directory)
+            let again = try await CLI.haul(["add", a], in: directory)
             #expect(again.stdout == "1\tqueued\t\(a)\n")
 
             let rows = try await CLI.list(state: directory + "/.state", in: directory)
@@ -257,7 +254,7 @@ import Testing
             #expect(rows.map { $0["path"] as? String } == [directory + "/a.iso.part", directory + "/sub/b.iso.part", directory + "/c-named.bin.part"])
             #expect(rows[0]["header_names"] as? [String] == ["Authorization"])
             #expect(rows[2]["checksum"] as? String == "sha-256=\(digest)")
-            #expect(!(try await haul(["list"], in: directory).stdout.contains("t0ken")), "header values are never printed")
+            #expect(!(try await CLI.haul(["list"], in: directory).stdout.contains("t0ken")), "header values are never printed")
             #expect(server.requests().isEmpty, "add transfers nothing")
             #expect(CLI.files(directory) == ["sub"])
         }
@@ -266,30 +263,30 @@ import Testing
     @Test func pauseResumeCancelRemoveEditTheQueueOffline() async throws {
         try await CLI.withServer { server, directory in
             let urls = ["/p1.bin", "/p2.bin", "/p3.bin"].map { server.url($0).absoluteString }
-            #expect(try await haul(["add"] + urls, in: directory).status == 0)
+            #expect(try await CLI.haul(["add"] + urls, in: directory).status == 0)
             // A part file with bytes, as a quit leaves it.
             try Data(repeating: 7, count: 1000).write(to: URL(fileURLWithPath: directory + "/p3.bin.part"))
 
-            let paused = try await haul(["pause", "1", "3"], in: directory)
+            let paused = try await CLI.haul(["pause", "1", "3"], in: directory)
             #expect(paused.status == 0, "\(paused.stderr)")
             #expect(paused.stdout == "paused 1\npaused 3\n")
             var rows = try await CLI.list(state: directory + "/.state", in: directory)
             #expect(rows.map { $0["state"] as? String } == ["paused", "queued", "paused"])
 
-            #expect(try await haul(["resume", "1"], in: directory).stdout == "queued 1\n")
-            let cancelled = try await haul(["cancel", "3"], in: directory)
+            #expect(try await CLI.haul(["resume", "1"], in: directory).stdout == "queued 1\n")
+            let cancelled = try await CLI.haul(["cancel", "3"], in: directory)
             #expect(cancelled.stdout == "cancelled 3\n")
-            #expect(CLI.length(directory + "/p3.bin.part") == nil, "cancel deletes the part file")
-            #expect(try await haul(["remove", "3"], in: directory).stdout == "removed 3\n")
+            #expect(fileLength(directory + "/p3.bin.part") == nil, "cancel deletes the part file")
+            #expect(try await CLI.haul(["remove", "3"], in: directory).stdout == "removed 3\n")
 
             // All or nothing: one refused id changes none.
-            let refused = try await haul(["pause", "2", "99"], in: directory)
+            let refused = try await CLI.haul(["pause", "2", "99"], in: directory)
             #expect(refused.status == 2)
             #expect(refused.stderr == "haul: error: no download 99 in the queue\n")
-            let illegal = try await haul(["remove", "2"], in: directory)
+            let illegal = try await CLI.haul(["remove", "2"], in: directory)
             #expect(illegal.status == 2)
             #expect(illegal.stderr.contains("cannot remove download 2: it is queued"))
-            let notAnID = try await haul(["cancel", "two"], in: directory)
+            let notAnID = try await CLI.haul(["cancel", "two"], in: directory)
             #expect(notAnID.status == 2)
             #expect(notAnID.stderr.contains("'two' is not a download id"))
 
@@ -306,9 +303,9 @@ import Testing
             faults.throttleBytesPerSecond = 64 * 1024
             server.serve("/busy.bin", size: 4 * 1024 * 1024, faults: faults)
             let running = try HaulProcess(["get", server.url("/busy.bin").absoluteString], in: directory, state: directory + "/.state")
-            try await CLI.waitUntil("the download runs") { (CLI.length(directory + "/busy.bin.part") ?? 0) > 0 }
+            try await eventually("the download runs") { (fileLength(directory + "/busy.bin.part") ?? 0) > 0 }
             for command in [["pause", "1"], ["resume", "1"], ["cancel", "1"], ["remove", "1"], ["add", "http://example.com/x"]] {
-                let run = try await haul(command, in: directory)
+                let run = try await CLI.haul(command, in: directory)
                 #expect(run.status == 2, "\(command)")
                 #expect(run.stderr.contains("haul (pid \(running.pid)) is running this queue"), "\(command): \(run.stderr)")
             }
@@ -321,11 +318,11 @@ import Testing
     }
 
     @Test func completionScriptsAreGenerated() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("haul-comp-\(UUID().uuidString)").path
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let scratch = try TemporaryDirectory("haul-comp")
+        defer { withExtendedLifetime(scratch) {} }
+        let directory = scratch.path
         for shell in ["bash", "zsh", "fish"] {
-            let run = try await haul(["--generate-completion-script", shell], in: directory)
+            let run = try await CLI.haul(["--generate-completion-script", shell], in: directory)
             #expect(run.status == 0)
             for word in ["demo", "pause", "limit-rate", "checksum", "max-active", "connections", "allow-downgrade"] {
                 #expect(run.stdout.contains(word), "\(shell) completion lacks \(word)")
@@ -341,9 +338,9 @@ import Testing
 /// `--ca-certificate` against a real TLS server (`openssl s_server`) with a certificate made here.
 @Suite struct CertificateTests {
     @Test func aSelfSignedServerIsRefusedUnlessItsCertificateIsGiven() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("haul-tls-\(UUID().uuidString)").path
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let scratch = try TemporaryDirectory("haul-tls")
+        defer { withExtendedLifetime(scratch) {} }
+        let directory = scratch.path
         let server = try await OpenSSLServer(in: directory, mode: "-www")
         defer { server.stop() }
         let url = server.url("/")
@@ -353,8 +350,8 @@ import Testing
         #expect(refused.status == 1)
         #expect(refused.stdout.contains("failed: TLS: the server's certificate is not trusted"), "\(refused.stdout)")
         #expect(refused.stdout.contains("--ca-certificate FILE trusts the CA in FILE"), "\(refused.stdout)")
-        #expect(CLI.length(directory + "/refused.html") == nil)
-        #expect(CLI.length(directory + "/refused.html.part") == nil)
+        #expect(fileLength(directory + "/refused.html") == nil)
+        #expect(fileLength(directory + "/refused.html.part") == nil)
 
         let trusted = try await HaulProcess(
             // haul's own retries, not AsyncHTTPClient's, now cover a connection openssl's one-at-a-time

@@ -1,6 +1,7 @@
 import Foundation
 import LoopbackServer
 import Testing
+import TestSupport
 
 /// A completed file that changed on disk is not reported `completed` again (issue 16, item 5), on
 /// the real binary.
@@ -26,7 +27,7 @@ import Testing
             #expect(truncated.status == 0, "\(truncated.stderr)\(truncated.stdout)")
             #expect(truncated.stdout.contains("[1] \(path) changed on disk (1000 bytes, was 200000): fetching it again"), "\(truncated.stdout)")
             #expect(server.requests("/f.bin").count == 2)
-            #expect(CLI.sha256(path) == server.sha256("/f.bin"))
+            #expect(sha256(ofFile: path) == server.sha256("/f.bin"))
             #expect(CLI.files(directory) == ["f.bin"], "fetched back into its place, not beside it")
 
             // The same size, other bytes: the modification time tells.
@@ -36,7 +37,7 @@ import Testing
             #expect(overwritten.status == 0, "\(overwritten.stderr)")
             #expect(overwritten.stdout.contains("changed on disk (modified since it was completed): fetching it again"), "\(overwritten.stdout)")
             #expect(server.requests("/f.bin").count == 3)
-            #expect(CLI.sha256(path) == server.sha256("/f.bin"))
+            #expect(sha256(ofFile: path) == server.sha256("/f.bin"))
 
             let again = try await CLI.haul(["get", url], in: directory)
             #expect(again.status == 0)
@@ -72,7 +73,7 @@ import Testing
             #expect(corrupted.status == 0, "\(corrupted.stderr)")
             #expect(corrupted.stdout.contains("no longer matches its sha-256: fetching it again"), "\(corrupted.stdout)")
             #expect(server.requests("/s.bin").count == 2)
-            #expect(CLI.sha256(path) == server.sha256("/s.bin"))
+            #expect(sha256(ofFile: path) == server.sha256("/s.bin"))
         }
     }
 
@@ -91,7 +92,7 @@ import Testing
             faults.holdAt = [size / 2]
             server.setFaults("/w.bin", faults)
             let again = try HaulProcess(["get", url], in: directory, state: directory + "/.state")
-            #expect(try await CLI.waitUntil("the fetch again is held") { server.requests("/w.bin").count == 2 })
+            #expect(try await eventually("the fetch again is held") { server.requests("/w.bin").count == 2 })
             try await Task.sleep(for: .milliseconds(20))
             let mine = Data("my own notes\n".utf8)
             try mine.write(to: URL(fileURLWithPath: path))
@@ -100,7 +101,7 @@ import Testing
             #expect(run.status == 0, "\(run.stderr)")
             #expect(run.stdout.contains("fetching it again"), "\(run.stdout)")
             #expect(FileManager.default.contents(atPath: path) == mine, "the person's file is untouched")
-            #expect(CLI.sha256(path + ".1") == server.sha256("/w.bin"), "the new version beside it")
+            #expect(sha256(ofFile: path + ".1") == server.sha256("/w.bin"), "the new version beside it")
             #expect(run.stdout.contains("completed \(path).1"), "\(run.stdout)")
         }
     }

@@ -1,20 +1,16 @@
 import Foundation
 import Testing
+import TestSupport
 
 /// `haul demo` as a newcomer runs it, and the UI settings a person changes with keys.
 @Suite(.serialized) struct DemoEndToEndTests {
-    func scratch() throws -> String {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("haul-demo-test-\(UUID().uuidString)").path
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        return directory
-    }
-
     @Test func demoShowsItsRowsAndQuitsCleanly() async throws {
-        let directory = try scratch()
-        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let scratch = try TemporaryDirectory("haul-demo-test")
+        defer { withExtendedLifetime(scratch) {} }
+        let directory = scratch.path
         // Its temporary queue goes under TMPDIR, so the test can see it made and removed.
         let command = TmuxSession.haulCommand(["demo"], state: directory + "/not-used", in: directory, environment: ["TMPDIR": directory])
-        let tmux = try TmuxSession(command)
+        let tmux = try await TmuxSession(command)
         defer { tmux.close() }
 
         // How soon is the benchmark's to say (Tests/Benchmarks/tui.sh), not a timed test's on a
@@ -25,7 +21,7 @@ import Testing
                 && rows.contains { $0.hasPrefix("release-notes.pdf") }
         }
         print("DEMO-START: rows after \(String(format: "%.2f", Date().timeIntervalSince(started))) s")
-        let screen = tmux.screen()
+        let screen = await tmux.screen()
         #expect(screen.contains { $0.hasPrefix("demo: space pause/resume · Enter details") }, "the keys to try: \(screen)")
         // Names are cut to the column at 100 columns: their first 17 characters show.
         let names = ["large-pause-and-r", "changes-while-pau", "fails-twice-then-", "no-ranges-server",
@@ -38,69 +34,72 @@ import Testing
         #expect(screen.first?.contains("4 at once") == true)
         // Bytes move.
         try await tmux.waitFor("progress") { _ in
-            tmux.row("large-pause-and-res").map { !$0.contains(" 0 B/") && $0.contains("MiB/128 MiB") } == true
+            await tmux.row("large-pause-and-res").map { !$0.contains(" 0 B/") && $0.contains("MiB/128 MiB") } == true
         }
         let temporary = try FileManager.default.contentsOfDirectory(atPath: directory).filter { $0.hasPrefix("haul-demo-") }
         #expect(temporary.count == 1, "one temporary queue: \(temporary)")
 
         // Pausing the large one keeps it paused; the demo is a real queue.
-        tmux.keys("Space")
-        try await tmux.waitFor("paused") { _ in tmux.row("large-pause-and-res")?.contains("paused") == true }
+        await tmux.keys("Space")
+        try await tmux.waitFor("paused") { _ in await tmux.row("large-pause-and-res")?.contains("paused") == true }
 
-        tmux.keys("q")
+        await tmux.keys("q")
         try await tmux.waitFor("the demo to exit") { rows in rows.contains("[exited 0]") }
-        #expect(tmux.screen().contains { $0.hasPrefix("haul demo: server stopped; removed ") }, "\(tmux.screen())")
+        let last = await tmux.screen()
+        #expect(last.contains { $0.hasPrefix("haul demo: server stopped; removed ") }, "\(last)")
         let left = try FileManager.default.contentsOfDirectory(atPath: directory).filter { $0.hasPrefix("haul-demo-") }
         #expect(left.isEmpty, "the temporary queue and files are gone: \(left)")
     }
 
     @Test func aNamedDemoQueueResumesOnTheNextRun() async throws {
-        let directory = try scratch()
-        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let scratch = try TemporaryDirectory("haul-demo-test")
+        defer { withExtendedLifetime(scratch) {} }
+        let directory = scratch.path
         let state = directory + "/demo-state"
-        let first = try TmuxSession(TmuxSession.haulCommand(["demo", "--state", state], state: state, in: directory))
+        let first = try await TmuxSession(TmuxSession.haulCommand(["demo", "--state", state], state: state, in: directory))
         defer { first.close() }
         try await first.waitFor("bytes of the large one") { _ in
-            (CLI.length(state + "/downloads/large-pause-and-resume-me.iso.part") ?? 0) > 1_000_000
+            (fileLength(state + "/downloads/large-pause-and-resume-me.iso.part") ?? 0) > 1_000_000
         }
-        first.keys("q")
+        await first.keys("q")
         try await first.waitFor("exit") { rows in rows.contains("[exited 0]") }
-        #expect(first.screen().contains { $0.hasPrefix("haul demo: server stopped; the queue stays in") })
-        let kept = try #require(CLI.length(state + "/downloads/large-pause-and-resume-me.iso.part"))
+        #expect(await first.screen().contains { $0.hasPrefix("haul demo: server stopped; the queue stays in") })
+        let kept = try #require(fileLength(state + "/downloads/large-pause-and-resume-me.iso.part"))
 
-        let second = try TmuxSession(TmuxSession.haulCommand(["demo", "--state", state], state: state, in: directory))
+        let second = try await TmuxSession(TmuxSession.haulCommand(["demo", "--state", state], state: state, in: directory))
         defer { second.close() }
         // Same port, same URLs: it resumes from the bytes kept and the row says where.
         try await second.waitFor("the resume offset") { _ in
-            second.row("large-pause-and-res")?.contains("×1") == true
+            await second.row("large-pause-and-res")?.contains("×1") == true
         }
-        #expect((CLI.length(state + "/downloads/large-pause-and-resume-me.iso.part") ?? 0) >= kept)
-        second.keys("q")
+        #expect((fileLength(state + "/downloads/large-pause-and-resume-me.iso.part") ?? 0) >= kept)
+        await second.keys("q")
         try await second.waitFor("exit") { rows in rows.contains("[exited 0]") }
     }
 
     @Test func fewerAndMoreAtOnceAreRememberedUnlessAFlagSaysOtherwise() async throws {
-        let directory = try scratch()
-        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let scratch = try TemporaryDirectory("haul-demo-test")
+        defer { withExtendedLifetime(scratch) {} }
+        let directory = scratch.path
         let state = directory + "/state"
-        let first = try TmuxSession(TmuxSession.haulCommand([], state: state, in: directory))
+        let first = try await TmuxSession(TmuxSession.haulCommand([], state: state, in: directory))
         defer { first.close() }
         try await first.waitFor("the header") { rows in rows.first?.contains("3 at once") == true }
-        first.keys(">", ">")
+        await first.keys(">", ">")
         try await first.waitFor("five at once") { rows in rows.first?.contains("5 at once") == true }
-        first.keys("q")
+        await first.keys("q")
         try await first.waitFor("exit") { rows in rows.contains("[exited 0]") }
 
-        let second = try TmuxSession(TmuxSession.haulCommand([], state: state, in: directory))
+        let second = try await TmuxSession(TmuxSession.haulCommand([], state: state, in: directory))
         defer { second.close() }
         try await second.waitFor("five remembered") { rows in rows.first?.contains("5 at once") == true }
-        second.keys("q")
+        await second.keys("q")
         try await second.waitFor("exit") { rows in rows.contains("[exited 0]") }
 
-        let flagged = try TmuxSession(TmuxSession.haulCommand(["-j", "2"], state: state, in: directory))
+        let flagged = try await TmuxSession(TmuxSession.haulCommand(["-j", "2"], state: state, in: directory))
         defer { flagged.close() }
         try await flagged.waitFor("the flag wins") { rows in rows.first?.contains("2 at once") == true }
-        flagged.keys("q")
+        await flagged.keys("q")
         try await flagged.waitFor("exit") { rows in rows.contains("[exited 0]") }
     }
 }

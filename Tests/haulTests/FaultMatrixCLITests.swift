@@ -1,6 +1,7 @@
 import Foundation
 import LoopbackServer
 import Testing
+import TestSupport
 
 /// The rows of the README's fault matrix that the real binary must keep: what reaches the
 /// terminal and the log, and bad input refused before any request.
@@ -48,15 +49,17 @@ import Testing
         try await CLI.withServer { server, directory in
             let urls = Self.hostile(server)
             let state = directory + "/state"
-            let tmux = try TmuxSession(TmuxSession.haulCommand(["-d", directory] + urls, state: state, in: directory))
+            let tmux = try await TmuxSession(TmuxSession.haulCommand(["-d", directory] + urls, state: state, in: directory))
             defer { tmux.close() }
             try await tmux.waitFor("the three rows") { rows in
                 rows.contains { $0.contains("completed") } && rows.contains { $0.contains("404") }
             }
-            #expect(!tmux.title.contains("pwned"), "an OSC title sequence reached the terminal: \(tmux.title)")
-            let screen = tmux.screen(colors: true).joined(separator: "\n")
+            let title = await tmux.title
+            #expect(!title.contains("pwned"), "an OSC title sequence reached the terminal: \(title)")
+            let screen = await tmux.screen(colors: true).joined(separator: "\n")
             #expect(!screen.contains("\u{1B}[2J") && !screen.contains("\u{1B}]"), "only haul's own styles reach the screen")
-            #expect(tmux.text.contains("u[31mx.bin") && tmux.text.contains("missing]0;pwned"), "names shown defused: \(tmux.text)")
+            let text = await tmux.text
+            #expect(text.contains("u[31mx.bin") && text.contains("missing]0;pwned"), "names shown defused: \(text)")
         }
     }
 

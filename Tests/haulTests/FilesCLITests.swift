@@ -1,6 +1,7 @@
 import Foundation
 import LoopbackServer
 import Testing
+import TestSupport
 
 /// Issue 16's smaller faults on the real binary: checksum mismatches in full, and an unreadable
 /// default config.
@@ -20,9 +21,10 @@ import Testing
 
     @Test("16.10: an unreadable default config (a directory, mode 000) is treated as absent; a named one is an error")
     func anUnreadableDefaultConfigIsAbsent() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("haul-cfg-\(UUID().uuidString)").path
+        let scratch = try TemporaryDirectory("haul-cfg")
+        defer { withExtendedLifetime(scratch) {} }
+        let directory = scratch.path
         try FileManager.default.createDirectory(atPath: directory + "/.config/haul/config", withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: directory) }
         let asDirectory = try await CLI.haul(["add", "http://example.com/a"], in: directory)
         #expect(asDirectory.status == 0, "\(asDirectory.stderr)")
         let named = try await CLI.haul(["add", "http://example.com/b", "--config", directory + "/.config/haul/config"], in: directory)
@@ -39,12 +41,5 @@ import Testing
             let unreadable = try await CLI.haul(["add", "http://example.com/d"], in: directory)
             #expect(unreadable.status == 0, "\(unreadable.stderr)")
         }
-    }
-}
-
-extension CLI {
-    /// Runs `haul ARGS` to its end in `directory`, with its queue in `directory/.state`.
-    static func haul(_ arguments: [String], in directory: String, environment: [String: String] = [:], timeout: Double = 60) async throws -> HaulProcess.Run {
-        try await HaulProcess(arguments, in: directory, state: directory + "/.state", environment: environment).wait(timeout: timeout)
     }
 }

@@ -1,6 +1,7 @@
 import Foundation
 import LoopbackServer
 import Testing
+import TestSupport
 
 /// The queue's own disk fills up: haul says so where a person looks, exits promptly, and the next
 /// run recovers from the bytes on disk.
@@ -9,7 +10,7 @@ import Testing
     /// not allowed. CI runs as root, where it is.
     static func mountTmpfs(_ path: String, megabytes: Int, remount: Bool = false) async throws -> Bool {
         let options = (remount ? "remount," : "") + "size=\(megabytes)m"
-        let status = try await HaulProcess.tool("/bin/mount", ["-t", "tmpfs", "-o", options, "tmpfs", path], in: "/")
+        let status = try await ChildProcess.run("/bin/mount", ["-t", "tmpfs", "-o", options, "tmpfs", path], in: "/").status
         if status != 0 { print("FullDiskTests: mounting a tmpfs is not allowed here (mount exited \(status)); not run") }
         return status == 0
     }
@@ -19,7 +20,7 @@ import Testing
             let disk = directory + "/disk"
             try FileManager.default.createDirectory(atPath: disk, withIntermediateDirectories: true)
             guard try await Self.mountTmpfs(disk, megabytes: 3) else { return }
-            defer { _ = try? Process.run(URL(fileURLWithPath: "/bin/umount"), arguments: ["-l", disk]) }
+            defer { unmount(disk) }
             // No length (chunked): nothing can tell it will not fit, so it fills the disk.
             var faults = Faults()
             faults.chunked = true
@@ -34,14 +35,14 @@ import Testing
             #expect(first.stdout.contains("waiting for disk space (disk full"), "\(first.stdout)")
             #expect(first.stderr.contains("haul: cannot save the queue: the disk holding the queue is full; the bytes on disk are kept, and the next haul resumes from them"), "\(first.stderr)")
             #expect(!first.stderr.contains("SQLite") && !first.stderr.contains("GRDB"), "in haul's words: \(first.stderr)")
-            let onDisk = try #require(CLI.length(disk + "/big.bin.part"))
+            let onDisk = try #require(fileLength(disk + "/big.bin.part"))
             #expect(onDisk > 0)
 
             // Space comes back: the next run resumes from the bytes on disk, whatever the queue said.
             guard try await Self.mountTmpfs(disk, megabytes: 64, remount: true) else { return }
             let second = try await HaulProcess(arguments, in: directory, state: state).wait(timeout: 60)
             #expect(second.status == 0, "\(second.stdout) \(second.stderr)")
-            #expect(CLI.sha256(disk + "/big.bin") == server.sha256("/big.bin"))
+            #expect(sha256(ofFile: disk + "/big.bin") == server.sha256("/big.bin"))
             let gets = server.requests("/big.bin")
             #expect(gets.count == 2, "\(gets.map(\.range))")
             #expect(gets.last?.range == "bytes=\(onDisk)-", "resumed from the bytes on disk")

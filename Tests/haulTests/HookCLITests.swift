@@ -1,6 +1,7 @@
 import Foundation
 import LoopbackServer
 import Testing
+import TestSupport
 
 /// `--on-complete`, `--on-fail` and `--hook-timeout` on the real binary (issue 18, item 4): the
 /// hooks are small shell scripts written here, run by haul without a shell.
@@ -11,10 +12,6 @@ import Testing
         try ("#!/bin/sh\n" + body + "\n").write(toFile: path, atomically: true, encoding: .utf8)
         #expect(chmod(path, 0o755) == 0)
         return path
-    }
-
-    func haul(_ arguments: [String], in directory: String, environment: [String: String] = [:]) async throws -> HaulProcess.Run {
-        try await HaulProcess(arguments, in: directory, state: directory + "/.state", environment: environment).wait(timeout: 60)
     }
 
     func log(_ directory: String) -> String {
@@ -44,7 +41,7 @@ import Testing
         server.serve("/one.bin", size: 40_000)
         server.serve("/two.bin", size: 40_000)
         let urls = [server.url("/one.bin").absoluteString, server.url("/two.bin").absoluteString]
-        return try await haul(["get", "-j", "1"] + urls + ["--on-complete", hook] + extra, in: directory)
+        return try await CLI.haul(["get", "-j", "1"] + urls + ["--on-complete", hook] + extra, in: directory)
     }
 
     /// Whether `pid` has ended (gone, or a zombie nobody reaped yet).
@@ -70,7 +67,7 @@ import Testing
                 """)
             let sha = server.sha256("/a.bin")
             // An inherited HAUL_ERROR must not reach a completed download's hook.
-            let run = try await haul(["get", url, "--checksum", "sha-256=\(sha)", "--on-complete", hook], in: directory, environment: ["HAUL_ERROR": "inherited"])
+            let run = try await CLI.haul(["get", url, "--checksum", "sha-256=\(sha)", "--on-complete", hook], in: directory, environment: ["HAUL_ERROR": "inherited"])
             #expect(run.status == 0, "\(run.stderr)")
             let path = directory + "/a.bin"
             let seen = variables(directory + "/seen")
@@ -94,7 +91,7 @@ import Testing
 
             // The JSON lines carry it too, on the line of the hook's end.
             try FileManager.default.removeItem(atPath: path)
-            let json = try await haul(["get", "--json", plain, "-o", "b.bin", "--on-complete", hook], in: directory)
+            let json = try await CLI.haul(["get", "--json", plain, "-o", "b.bin", "--on-complete", hook], in: directory)
             #expect(json.status == 0, "\(json.stderr)")
             let events = json.stdout.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
             let hookLine = try #require(events.first { $0["event"] as? String == "hook" }, "\(json.stdout)")
@@ -124,7 +121,7 @@ import Testing
             #expect(second.lowerBound < killed.lowerBound, "\(run.stdout)")
             for name in ["hook-1", "child-1", "hook-2", "child-2"] {
                 let pid = try #require(Self.pid(directory + "/\(name).pid"), "\(name)")
-                #expect(try await CLI.waitUntil(timeout: 5, "\(name) (pid \(pid)) to be gone") { Self.ended(pid) })
+                #expect(try await eventually(timeout: 5, "\(name) (pid \(pid)) to be gone") { Self.ended(pid) })
             }
             let listed = try #require(try await listedHook(1, in: directory))
             #expect(listed["status"] as? String == "timed out" && listed["limit"] as? Double == 2, "\(listed)")
@@ -144,7 +141,7 @@ import Testing
             #expect(run.status == 0, "\(run.stderr)")
             #expect(run.stdout.contains("[1] hook failed (exit 3, "), "\(run.stdout)")
             #expect(run.stdout.contains("[2] completed"), "\(run.stdout)")
-            #expect(CLI.sha256(directory + "/two.bin") == server.sha256("/two.bin"))
+            #expect(sha256(ofFile: directory + "/two.bin") == server.sha256("/two.bin"))
             let text = log(directory)
             for line in ["out of hook 1", "err of hook 1", "out of hook 2", "err of hook 2"] {
                 #expect(text.contains(line), "\(line) in haul.log")
@@ -166,7 +163,7 @@ import Testing
                 head -c 1048576 /dev/zero | tr '\\0' 'x' | fold -w 100
                 echo "the end"
                 """)
-            let run = try await haul(["get", server.url("/a.bin").absoluteString, "-d", directory, "--on-complete", hook], in: directory)
+            let run = try await CLI.haul(["get", server.url("/a.bin").absoluteString, "-d", directory, "--on-complete", hook], in: directory)
             #expect(run.status == 0, "\(run.stderr)")
             #expect(run.stdout.contains("[1] hook ran (exit 0, "), "\(run.stdout)")
             let text = log(directory)
@@ -186,7 +183,7 @@ import Testing
                 { echo "arg=$1"; env | grep '^HAUL_' | sort; } > '\(directory)/seen'
                 """)
             let complete = try script("complete.sh", in: directory, "touch '\(directory)/wrong'")
-            let run = try await haul(["get", server.url("/missing.bin").absoluteString, "--on-fail", hook, "--on-complete", complete], in: directory)
+            let run = try await CLI.haul(["get", server.url("/missing.bin").absoluteString, "--on-fail", hook, "--on-complete", complete], in: directory)
             #expect(run.status == 1)
             #expect(run.stdout.contains("[1] failed: HTTP 404"), "\(run.stdout)")
             #expect(run.stdout.contains("[1] hook ran (exit 0, "), "\(run.stdout)")
@@ -213,7 +210,7 @@ import Testing
                 if [ "$(wc -l < '\(runs)')" -eq 1 ]; then sleep 30; fi
                 """)
             let first = try HaulProcess(["get", url, "--on-complete", hook], in: directory, state: directory + "/.state")
-            #expect(try await CLI.waitUntil("the hook to start") { FileManager.default.fileExists(atPath: directory + "/hook.pid") })
+            #expect(try await eventually("the hook to start") { FileManager.default.fileExists(atPath: directory + "/hook.pid") })
             first.send(SIGKILL)
             _ = try await first.wait()
             let sleeper = try #require(Self.pid(directory + "/hook.pid"))
@@ -221,7 +218,7 @@ import Testing
             let pending = try #require(try await listedHook(1, in: directory))
             #expect(pending["status"] as? String == "pending", "\(pending)")
 
-            let second = try await haul(["get", url, "--on-complete", hook], in: directory)
+            let second = try await CLI.haul(["get", url, "--on-complete", hook], in: directory)
             #expect(second.status == 0, "\(second.stderr)")
             #expect(second.stdout.contains("[1] hook ran (exit 0, "), "\(second.stdout)")
             let lines = ((try? String(contentsOfFile: runs, encoding: .utf8)) ?? "").split(separator: "\n")
@@ -248,7 +245,7 @@ import Testing
             try FileManager.default.createDirectory(atPath: directory + "/.hooks", withIntermediateDirectories: true)
             try "echo\n".write(toFile: directory + "/.hooks/plain.txt", atomically: true, encoding: .utf8)
             #expect(chmod(directory + "/.hooks/plain.txt", 0o644) == 0)
-            let run = try await haul(["get", server.url("/x.bin").absoluteString] + arguments, in: directory)
+            let run = try await CLI.haul(["get", server.url("/x.bin").absoluteString] + arguments, in: directory)
             #expect(run.status == 2)
             #expect(run.stderr == message + "\n", "\(run.stderr)")
             #expect(CLI.files(directory).isEmpty, "nothing downloaded")
@@ -264,15 +261,15 @@ import Testing
             let hook = try script("k.sh", in: directory, "echo \"$HAUL_STATE\" > '\(directory)/seen'")
             try FileManager.default.createDirectory(atPath: directory + "/.config/haul", withIntermediateDirectories: true)
             try "on-complete = \(hook)\nhook-timeout = 30\n".write(toFile: directory + "/.config/haul/config", atomically: true, encoding: .utf8)
-            let run = try await haul(["get", server.url("/k.bin").absoluteString], in: directory)
+            let run = try await CLI.haul(["get", server.url("/k.bin").absoluteString], in: directory)
             #expect(run.status == 0, "\(run.stderr)")
             #expect((try? String(contentsOfFile: directory + "/seen", encoding: .utf8)) == "completed\n")
 
             try "on-fail = /no/such/hook\n".write(toFile: directory + "/.config/haul/config", atomically: true, encoding: .utf8)
-            let bad = try await haul(["get", server.url("/k.bin").absoluteString], in: directory)
+            let bad = try await CLI.haul(["get", server.url("/k.bin").absoluteString], in: directory)
             #expect(bad.status == 2)
             #expect(bad.stderr == "haul: error: the config's on-fail: /no/such/hook does not exist\n", "\(bad.stderr)")
-            let list = try await haul(["list"], in: directory)
+            let list = try await CLI.haul(["list"], in: directory)
             #expect(list.status == 0, "a command that runs no hook does not check it: \(list.stderr)")
         }
     }

@@ -1,12 +1,13 @@
 import Foundation
 import LoopbackServer
 import Testing
+import TestSupport
 
 /// Issue 19 on the real binary: per-download limits as options, the global limit set on a running
 /// queue and kept for the next runner, a resume that takes a slot now, and a due retry in `haul list`.
 @Suite(.serialized) struct LimitsCLITests {
-    func haul(_ arguments: [String], in directory: String, state: String) async throws -> HaulProcess.Run {
-        try await HaulProcess(arguments, in: directory, state: state).wait(timeout: 30)
+    func haul(_ arguments: [String], in directory: String, state: String, sourceLocation: SourceLocation = #_sourceLocation) async throws -> HaulProcess.Run {
+        try await CLI.haul(arguments, in: directory, state: state, timeout: 30, sourceLocation: sourceLocation)
     }
 
     /// `curl --unix-socket` on the runner's socket: the status and the body.
@@ -15,15 +16,7 @@ import Testing
         defer { try? FileManager.default.removeItem(atPath: output) }
         var arguments = ["-sS", "--max-time", "10", "--unix-socket", state + "/haul.sock", "-X", method, "-o", output, "-w", "%{http_code}"]
         if let body { arguments += ["--data-binary", body] }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
-        process.arguments = arguments + ["http://haul" + path]
-        let status = Pipe()
-        process.standardOutput = status
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        while process.isRunning { try await Task.sleep(for: .milliseconds(10)) }
-        let code = String(decoding: status.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        let (_, code) = try await ChildProcess.output("/usr/bin/curl", arguments + ["http://haul" + path])
         return (Int(code) ?? 0, (try? String(contentsOfFile: output, encoding: .utf8)) ?? "")
     }
 
@@ -67,7 +60,7 @@ import Testing
             let state = directory + "/state"
             let start = try await haul(["start", "-d", directory, server.url("/fast.bin").absoluteString], in: directory, state: state)
             #expect(start.status == 0, "\(start.stderr)")
-            try await CLI.waitUntil("the download runs") { (CLI.length(directory + "/fast.bin.part") ?? 0) > 0 }
+            try await eventually("the download runs") { (fileLength(directory + "/fast.bin.part") ?? 0) > 0 }
 
             let set = try await Self.socket(state, "PUT", "/v1/limit", #"{"limit": 204800}"#, in: directory)
             #expect(set.status == 200, "\(set.body)")
@@ -100,7 +93,7 @@ import Testing
             let urls = ["/r.bin", "/a.bin", "/b.bin"].map { server.url($0).absoluteString }
             #expect(try await haul(["start", "-j", "1", "-d", directory] + urls, in: directory, state: state).status == 0)
             // r fails (503) and waits about a second; a takes the slot; r comes due with none free.
-            try await CLI.waitUntil("a runs") { (CLI.length(directory + "/a.bin.part") ?? 0) > 0 }
+            try await eventually("a runs") { (fileLength(directory + "/a.bin.part") ?? 0) > 0 }
             #expect(server.requests("/r.bin").count == 1)
             // Its backoff is a second (±25 %): due well before two.
             try await Task.sleep(for: .seconds(2))
@@ -111,6 +104,10 @@ import Testing
             #expect(lines[row + 1] == "    retry due: waits for a free slot", "\(list.stdout)")
             #expect(lines[row + 2] == "    error: HTTP 503 Service Unavailable", "\(list.stdout)")
             #expect(server.requests("/r.bin").count == 1, "not started: no slot")
+            // The JSON (haul get --json's object too) says the retry is due, not merely a retry.
+            let due = try await CLI.list(state: state, in: directory)
+            #expect(due.first?["waiting_for"] as? String == "retry due", "\(due)")
+            #expect(due.dropFirst().allSatisfy { $0["waiting_for"] is NSNull }, "\(due)")
 
             // b paused by a person, then resumed: it takes a's slot at once, a keeps its bytes.
             #expect(try await haul(["pause", "3"], in: directory, state: state).stdout == "paused 3\n")

@@ -1,6 +1,7 @@
 import Foundation
 import LoopbackServer
 import Testing
+import TestSupport
 
 /// The longest legal names with `-o` (issue 16, item 8), on the real binary.
 @Suite struct LongNameCLITests {
@@ -12,7 +13,7 @@ import Testing
             #expect(name.utf8.count == bytes)
             let run = try await CLI.haul(["get", server.url("/n.bin").absoluteString, "-o", name], in: directory)
             #expect(run.status == 0, "\(run.stderr)\(run.stdout)")
-            #expect(CLI.sha256(directory + "/" + name) == server.sha256("/n.bin"))
+            #expect(sha256(ofFile: directory + "/" + name) == server.sha256("/n.bin"))
             #expect(CLI.files(directory) == [name])
         }
     }
@@ -45,13 +46,13 @@ import Testing
             let name = String(repeating: "z", count: 251) + ".bin"
             let url = server.url("/long.bin").absoluteString
             func partLength() -> Int64 {
-                CLI.files(directory).filter { $0.hasSuffix(".part") }.compactMap { CLI.length(directory + "/" + $0) }.first ?? 0
+                CLI.files(directory).filter { $0.hasSuffix(".part") }.compactMap { fileLength(directory + "/" + $0) }.first ?? 0
             }
             var lengths: [Int64] = []
             for signal in [SIGTERM, SIGKILL] {
                 let floor = partLength()
                 let process = try HaulProcess(["get", url, "-o", name], in: directory, state: directory + "/.state")
-                try await CLI.waitUntil("the part file to grow") { partLength() >= floor + 300_000 }
+                try await eventually("the part file to grow") { partLength() >= floor + 300_000 }
                 process.send(signal)
                 let run = try await process.wait()
                 #expect(run.status == (signal == SIGTERM ? 143 : 9), "\(run.stderr)")
@@ -62,7 +63,7 @@ import Testing
             server.setFaults("/long.bin", Faults())
             let last = try await CLI.haul(["get", url, "-o", name], in: directory)
             #expect(last.status == 0, "\(last.stderr)\(last.stdout)")
-            #expect(CLI.sha256(directory + "/" + name) == server.sha256("/long.bin"))
+            #expect(sha256(ofFile: directory + "/" + name) == server.sha256("/long.bin"))
             #expect(CLI.files(directory) == [name])
             let ranges = server.requests("/long.bin").map(\.range)
             #expect(ranges.count == 3)

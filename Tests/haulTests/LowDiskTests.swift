@@ -1,6 +1,7 @@
 import Foundation
 import LoopbackServer
 import Testing
+import TestSupport
 
 /// Issue 18: low disk space with the real binary on a small tmpfs. The queue waits at the floor with
 /// its bytes, goes on by itself when there is room, and purges only what it may.
@@ -8,7 +9,7 @@ import Testing
     static let mib = 1 << 20
 
     /// A tmpfs of `megabytes` at `directory/disk`; nil (the reason printed) where mounting is not
-    /// allowed. CI runs as root, where it is. Unmounted by `unmount`.
+    /// allowed. CI runs as root, where it is. Unmounted by `unmount` (TestSupport).
     static func disk(_ directory: String, megabytes: Int) async throws -> String? {
         let disk = directory + "/disk"
         try FileManager.default.createDirectory(atPath: disk, withIntermediateDirectories: true)
@@ -19,7 +20,7 @@ import Testing
     /// Whether the download to `path` completed: the file has its `size` and no part file is
     /// left. Cheap enough to poll (a digest is compared once, after).
     static func placed(_ path: String, size: Int) -> Bool {
-        CLI.length(path) == Int64(size) && CLI.length(path + ".part") == nil
+        fileLength(path) == Int64(size) && fileLength(path + ".part") == nil
     }
 
     /// A body held at `offset` until the test releases it.
@@ -27,10 +28,6 @@ import Testing
         var faults = Faults()
         faults.holdAt = [offset]
         return faults
-    }
-
-    static func unmount(_ disk: String) {
-        _ = try? Process.run(URL(fileURLWithPath: "/bin/umount"), arguments: ["-l", disk])
     }
 
     static func free(_ path: String) throws -> Int {
@@ -52,29 +49,29 @@ import Testing
     func aDownloadWaitsAtTheFloorAndGoesOnWhenThereIsRoom() async throws {
         try await CLI.withServer { server, directory in
             guard let disk = try await Self.disk(directory, megabytes: 24) else { return }
-            defer { Self.unmount(disk) }
+            defer { unmount(disk) }
             server.serve("/big.bin", size: 8 * Self.mib, faults: Self.held(at: 2 * Self.mib))
             let part = disk + "/big.bin.part"
             let haul = try HaulProcess(
                 ["get", server.url("/big.bin").absoluteString, "-o", disk + "/big.bin", "--min-free", "4M"],
                 in: directory, state: directory + "/.state"
             )
-            try await CLI.waitUntil("2 MiB on disk") { CLI.length(part) == Int64(2 * Self.mib) }
+            try await eventually("2 MiB on disk") { fileLength(part) == Int64(2 * Self.mib) }
             // Another program takes the room: 3 MiB left, under the 4 MiB floor.
             let filler = try Self.fill(disk, leaving: 3 * Self.mib)
-            try await CLI.waitUntil(timeout: 10, "the download waits for disk space") { haul.stdoutSoFar.contains("waiting for disk space (") }
+            try await eventually(timeout: 10, "the download waits for disk space") { haul.stdoutSoFar.contains("waiting for disk space (") }
             server.release("/big.bin")
             let waitLine = haul.stdoutSoFar.split(separator: "\n").first { $0.contains("waiting for disk space") }.map(String.init) ?? ""
             #expect(waitLine.contains("free, floor 4.0 MiB)"), "says what is free and the floor: \(waitLine)")
             #expect(waitLine.contains("bytes kept"), "\(waitLine)")
-            #expect(CLI.length(part) == Int64(2 * Self.mib), "the bytes stay")
+            #expect(fileLength(part) == Int64(2 * Self.mib), "the bytes stay")
             try await Task.sleep(for: .seconds(3))
             #expect(server.requests("/big.bin").count == 1, "no new request while there is no room")
 
             try FileManager.default.removeItem(atPath: filler)
             let run = try await haul.wait(timeout: 60)
             #expect(run.status == 0, "\(run.stdout) \(run.stderr)")
-            #expect(CLI.sha256(disk + "/big.bin") == server.sha256("/big.bin"))
+            #expect(sha256(ofFile: disk + "/big.bin") == server.sha256("/big.bin"))
             let gets = server.requests("/big.bin")
             #expect(gets.count == 2, "\(gets.map(\.range))")
             #expect(gets.last?.range == "bytes=\(2 * Self.mib)-", "resumed where it waited")
@@ -88,7 +85,7 @@ import Testing
     func aFileThatCannotFitWaitsBeforeItStarts() async throws {
         try await CLI.withServer { server, directory in
             guard let disk = try await Self.disk(directory, megabytes: 24) else { return }
-            defer { Self.unmount(disk) }
+            defer { unmount(disk) }
             server.serve("/twelve.bin", size: 12 * Self.mib)
             server.serve("/huge.bin", size: 32 * Self.mib)
             let filler = try Self.fill(disk, leaving: 8 * Self.mib)
@@ -96,22 +93,22 @@ import Testing
                 ["get", server.url("/twelve.bin").absoluteString, server.url("/huge.bin").absoluteString, "-d", disk],
                 in: directory, state: directory + "/.state"
             )
-            try await CLI.waitUntil(timeout: 10, "both wait") {
+            try await eventually(timeout: 10, "both wait") {
                 let out = haul.stdoutSoFar
                 return out.contains("[1] waiting for disk space (needs 12.0 MiB, ") && out.contains("[2] waiting for disk space (needs 32.0 MiB; the file system holds 24.0 MiB in all)")
             }
             #expect(CLI.files(disk) == ["filler"], "not a byte written, no part file: \(CLI.files(disk))")
             // Room for the smaller one: it starts by itself; the larger one waits on.
             try FileManager.default.removeItem(atPath: filler)
-            try await CLI.waitUntil(timeout: 15, "the smaller one completes") { Self.placed(disk + "/twelve.bin", size: 12 * Self.mib) }
-            #expect(CLI.sha256(disk + "/twelve.bin") == server.sha256("/twelve.bin"))
-            #expect(CLI.length(disk + "/huge.bin.part") == nil, "the larger one has not started")
-            #expect(haul.process.isRunning)
+            try await eventually(timeout: 15, "the smaller one completes") { Self.placed(disk + "/twelve.bin", size: 12 * Self.mib) }
+            #expect(sha256(ofFile: disk + "/twelve.bin") == server.sha256("/twelve.bin"))
+            #expect(fileLength(disk + "/huge.bin.part") == nil, "the larger one has not started")
+            #expect(haul.isRunning)
             // The file system grows (a tmpfs remounted larger): it goes on by itself.
             guard try await FullDiskTests.mountTmpfs(disk, megabytes: 64, remount: true) else { return }
             let run = try await haul.wait(timeout: 60)
             #expect(run.status == 0, "\(run.stdout) \(run.stderr)")
-            #expect(CLI.sha256(disk + "/huge.bin") == server.sha256("/huge.bin"))
+            #expect(sha256(ofFile: disk + "/huge.bin") == server.sha256("/huge.bin"))
         }
     }
 
@@ -119,26 +116,26 @@ import Testing
     func twoFilesThatFitOnlyOneAtATimeTakeTurns() async throws {
         try await CLI.withServer { server, directory in
             guard let disk = try await Self.disk(directory, megabytes: 16) else { return }
-            defer { Self.unmount(disk) }
+            defer { unmount(disk) }
             for name in ["f", "g"] { server.serve("/\(name).bin", size: 10 * Self.mib) }
             let haul = try HaulProcess(
                 ["get", server.url("/f.bin").absoluteString, server.url("/g.bin").absoluteString, "-d", disk, "--min-free", "1M"],
                 in: directory, state: directory + "/.state"
             )
             // Both answer at once; one takes the room, the other waits, saying why.
-            try await CLI.waitUntil(timeout: 20, "one completes and the other waits") {
+            try await eventually(timeout: 20, "one completes and the other waits") {
                 haul.stdoutSoFar.contains("of it promised to running downloads)") && haul.stdoutSoFar.contains("] completed")
             }
             let out = haul.stdoutSoFar
             let done = out.contains("[1] completed") ? "f" : "g"
             let other = done == "f" ? "g" : "f"
-            #expect(CLI.sha256(disk + "/\(done).bin") == server.sha256("/\(done).bin"))
-            #expect(CLI.length(disk + "/\(other).bin.part") == nil, "the other wrote nothing: \(out)")
+            #expect(sha256(ofFile: disk + "/\(done).bin") == server.sha256("/\(done).bin"))
+            #expect(fileLength(disk + "/\(other).bin.part") == nil, "the other wrote nothing: \(out)")
             // The finished file moves elsewhere: the other goes on by itself.
             try FileManager.default.removeItem(atPath: disk + "/\(done).bin")
             let run = try await haul.wait(timeout: 60)
             #expect(run.status == 0, "\(run.stdout) \(run.stderr)")
-            #expect(CLI.sha256(disk + "/\(other).bin") == server.sha256("/\(other).bin"))
+            #expect(sha256(ofFile: disk + "/\(other).bin") == server.sha256("/\(other).bin"))
         }
     }
 
@@ -146,14 +143,14 @@ import Testing
     func stopSaysWhatCouldNotBeSaved() async throws {
         try await CLI.withServer { server, directory in
             guard let disk = try await Self.disk(directory, megabytes: 4) else { return }
-            defer { Self.unmount(disk) }
+            defer { unmount(disk) }
             server.serve("/a.bin", size: 1000)
             let state = disk + "/.state"
             let runner = try HaulProcess(["start", "--foreground", "-d", directory], in: directory, state: state)
             defer { runner.send(SIGKILL) }
-            try await CLI.waitUntil("the runner serves its socket") { FileManager.default.fileExists(atPath: state + "/haul.sock") }
+            try await eventually("the runner serves its socket") { FileManager.default.fileExists(atPath: state + "/haul.sock") }
             // The queue's own disk fills up to the last block, then a download is added through the runner.
-            _ = try await HaulProcess.tool("/bin/dd", ["if=/dev/zero", "of=" + disk + "/filler", "bs=4096"], in: directory)
+            _ = try await ChildProcess.run("/bin/dd", ["if=/dev/zero", "of=" + disk + "/filler", "bs=4096"], in: directory).status
             let add = try await HaulProcess(["add", server.url("/a.bin").absoluteString, "-d", directory], in: directory, state: state).wait()
             #expect(add.status == 0 || add.status == 1, "\(add.stdout) \(add.stderr)")
             let stop = try await HaulProcess(["stop"], in: directory, state: state).wait()
@@ -167,7 +164,7 @@ import Testing
     func purgeWhenLowTakesTheLeastRecentlyUsedFirst() async throws {
         try await CLI.withServer { server, directory in
             guard let disk = try await Self.disk(directory, megabytes: 24) else { return }
-            defer { Self.unmount(disk) }
+            defer { unmount(disk) }
             for name in ["a", "b", "c"] { server.serve("/\(name).bin", size: 4 * Self.mib, faults: Self.held(at: 2 * Self.mib)) }
             server.serve("/done.bin", size: Self.mib)
             let state = directory + "/.state"
@@ -176,8 +173,8 @@ import Testing
                 ["start", "--foreground", "-j", "4", "-d", disk, "--min-free", "4M", "--purge-when-low"] + urls, in: directory, state: state
             )
             defer { runner.send(SIGKILL) }
-            try await CLI.waitUntil("the three reach 2 MiB and the small one completes") {
-                ["a", "b", "c"].allSatisfy { CLI.length(disk + "/\($0).bin.part") == Int64(2 * Self.mib) }
+            try await eventually("the three reach 2 MiB and the small one completes") {
+                ["a", "b", "c"].allSatisfy { fileLength(disk + "/\($0).bin.part") == Int64(2 * Self.mib) }
                     && Self.placed(disk + "/done.bin", size: Self.mib)
             }
             // Paused in the order b, a, c: b is the least recently used, then a.
@@ -189,7 +186,7 @@ import Testing
             for name in ["a", "b", "c"] { server.release("/\(name).bin") }
             // 1 MiB short of the 4 MiB floor: one 2 MiB partial is enough, the least recently used.
             _ = try Self.fill(disk, leaving: 3 * Self.mib)
-            try await CLI.waitUntil(timeout: 15, "b is purged") { CLI.length(disk + "/b.bin.part") == nil }
+            try await eventually(timeout: 15, "b is purged") { fileLength(disk + "/b.bin.part") == nil }
             try await Task.sleep(for: .seconds(3))
             var rows = try await CLI.list(state: state, in: directory)
             #expect(rows.count == 4, "every row stays")
@@ -197,14 +194,14 @@ import Testing
             #expect(row("b")["state"] as? String == "paused" && row("b")["bytes"] as? Int == 0, "\(row("b"))")
             #expect((row("b")["error"] as? String)?.hasPrefix("purged when disk space ran low: 2.0 MiB of partial data discarded") == true, "\(row("b"))")
             #expect(row("a")["bytes"] as? Int == 2 * Self.mib && row("c")["bytes"] as? Int == 2 * Self.mib, "only as much as was lacking")
-            #expect(CLI.length(disk + "/a.bin.part") == Int64(2 * Self.mib) && CLI.length(disk + "/c.bin.part") == Int64(2 * Self.mib))
+            #expect(fileLength(disk + "/a.bin.part") == Int64(2 * Self.mib) && fileLength(disk + "/c.bin.part") == Int64(2 * Self.mib))
             // Short again: a goes next, c (the most recently used) stays.
             _ = try Self.fill(disk, leaving: 3 * Self.mib, name: "filler2")
-            try await CLI.waitUntil(timeout: 15, "a is purged") { CLI.length(disk + "/a.bin.part") == nil }
+            try await eventually(timeout: 15, "a is purged") { fileLength(disk + "/a.bin.part") == nil }
             try await Task.sleep(for: .seconds(3))
             rows = try await CLI.list(state: state, in: directory)
             #expect(row("a")["bytes"] as? Int == 0 && row("c")["bytes"] as? Int == 2 * Self.mib, "\(rows)")
-            #expect(CLI.sha256(disk + "/done.bin") == server.sha256("/done.bin"), "a completed file is never touched")
+            #expect(sha256(ofFile: disk + "/done.bin") == server.sha256("/done.bin"), "a completed file is never touched")
             #expect(row("done")["state"] as? String == "completed")
             let log = try String(contentsOfFile: state + "/haul.log", encoding: .utf8)
             let purges = log.split(separator: "\n").filter { $0.contains("purged") }
@@ -213,8 +210,8 @@ import Testing
             for name in ["filler", "filler2"] { try FileManager.default.removeItem(atPath: disk + "/" + name) }
             let resume = try await HaulProcess(["resume", "3"], in: directory, state: state).wait()
             #expect(resume.status == 0, "\(resume.stderr)")
-            try await CLI.waitUntil(timeout: 20, "b completes") { Self.placed(disk + "/b.bin", size: 4 * Self.mib) }
-            #expect(CLI.sha256(disk + "/b.bin") == server.sha256("/b.bin"))
+            try await eventually(timeout: 20, "b completes") { Self.placed(disk + "/b.bin", size: 4 * Self.mib) }
+            #expect(sha256(ofFile: disk + "/b.bin") == server.sha256("/b.bin"))
             #expect(server.requests("/b.bin").last?.range == nil, "fetched from zero")
             let stop = try await HaulProcess(["stop"], in: directory, state: state).wait()
             #expect(stop.status == 0, "\(stop.stderr)")
@@ -227,35 +224,38 @@ import Testing
             for name in ["one", "two"] { server.serve("/\(name).bin", size: 3 * Self.mib, faults: Self.held(at: Self.mib)) }
             let state = directory + "/state"
             let urls = ["one", "two"].map { server.url("/\($0).bin").absoluteString }
-            let tmux = try TmuxSession(TmuxSession.haulCommand(["-d", directory] + urls, state: state, in: directory))
+            let tmux = try await TmuxSession(TmuxSession.haulCommand(["-d", directory] + urls, state: state, in: directory))
             defer { tmux.close() }
             try await tmux.waitFor("both hold 1 MiB") { _ in
-                ["one", "two"].allSatisfy { CLI.length(directory + "/\($0).bin.part") == Int64(Self.mib) }
+                ["one", "two"].allSatisfy { fileLength(directory + "/\($0).bin.part") == Int64(Self.mib) }
             }
-            tmux.keys("P")
-            try await tmux.waitFor("both paused") { _ in tmux.row("one.bin")?.contains("paused") == true && tmux.row("two.bin")?.contains("paused") == true }
+            await tmux.keys("P")
+            try await tmux.waitFor("both paused") { rows in
+                TmuxSession.row("one.bin", in: rows)?.contains("paused") == true && TmuxSession.row("two.bin", in: rows)?.contains("paused") == true
+            }
             for name in ["one", "two"] { server.release("/\(name).bin") }
-            tmux.keys("X")
+            await tmux.keys("X")
             try await tmux.waitFor("the purge asks first") { rows in rows.contains { $0.contains("Purge 2 paused downloads (deletes 2.0 MiB of partial data; the downloads stay)?") } }
-            tmux.keys("y")
+            await tmux.keys("y")
             try await tmux.waitFor("the purge says what came back") { rows in
                 rows.contains { $0.contains("purged 2 paused downloads: 2.0 MiB freed; they stay in the queue") }
             }
-            try await tmux.waitFor("the rows stay, paused at 0 B") { _ in
-                ["one.bin", "two.bin"].allSatisfy { tmux.row($0)?.contains("paused") == true && tmux.row($0)?.contains(" 0 B") == true }
+            try await tmux.waitFor("the rows stay, paused at 0 B") { rows in
+                ["one.bin", "two.bin"].allSatisfy { TmuxSession.row($0, in: rows)?.contains("paused") == true && TmuxSession.row($0, in: rows)?.contains(" 0 B") == true }
             }
-            #expect(CLI.length(directory + "/one.bin.part") == nil && CLI.length(directory + "/two.bin.part") == nil, "the data is gone")
+            #expect(fileLength(directory + "/one.bin.part") == nil && fileLength(directory + "/two.bin.part") == nil, "the data is gone")
             // The details pane says what happened to it.
-            tmux.keys("Enter")
-            #expect(tmux.row("one.bin")?.contains("purged: 1.0 MiB") == true, "the row says it was purged: \(tmux.text)")
+            await tmux.keys("Enter")
+            let screen = await tmux.screen()
+            #expect(TmuxSession.row("one.bin", in: screen)?.contains("purged: 1.0 MiB") == true, "the row says it was purged: \(screen.joined(separator: "\n"))")
             try await tmux.waitFor("the details say purged") { rows in rows.contains { $0.hasPrefix("Purged") && $0.contains("purged: 1.0 MiB of partial data discarded") } }
-            tmux.keys("Enter")
-            tmux.keys("R")
+            await tmux.keys("Enter")
+            await tmux.keys("R")
             try await tmux.waitFor("both complete") { _ in
                 ["one", "two"].allSatisfy { Self.placed(directory + "/\($0).bin", size: 3 * Self.mib) }
             }
             for name in ["one", "two"] {
-                #expect(CLI.sha256(directory + "/\(name).bin") == server.sha256("/\(name).bin"))
+                #expect(sha256(ofFile: directory + "/\(name).bin") == server.sha256("/\(name).bin"))
                 #expect(server.requests("/\(name).bin").last?.range == nil, "\(name) fetched whole, from zero")
             }
         }

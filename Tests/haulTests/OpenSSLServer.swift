@@ -1,12 +1,13 @@
 import Foundation
 import LoopbackServer
+import TestSupport
 
 /// `openssl s_server` in a directory, with a self-signed certificate for 127.0.0.1 made there
 /// (`cert.pem`, `key.pem`): a TLS server nobody here wrote.
 final class OpenSSLServer: ChildServer, @unchecked Sendable {
     static let scheme = "https"
     let port: Int
-    let process: Process
+    let process: ChildProcess
 
     /// Makes the certificate and starts the server in `directory`; `mode` is `-www` (a status page
     /// for any target) or `-WWW` (the file the target names, taken literally: no escape decoded).
@@ -15,21 +16,12 @@ final class OpenSSLServer: ChildServer, @unchecked Sendable {
     /// connections: a port picked at random could be another test's server (one that never
     /// answers a TLS hello keeps haul retrying).
     init(in directory: String, mode: String) async throws {
-        let made = try await HaulProcess.tool("/usr/bin/openssl", [
-            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "key.pem", "-out", "cert.pem", "-days", "2",
-            "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
-        ], in: directory)
-        guard made == 0 else { throw ChildServerError.noCertificate }
+        guard (try? await makeSelfSignedCertificate(in: directory)) != nil else { throw ChildServerError.noCertificate }
         for _ in 0..<5 {
             guard let port = Self.freePort() else { break }
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
-            process.arguments = ["s_server", "-cert", "cert.pem", "-key", "key.pem", "-accept", "\(port)", mode, "-quiet"]
-            process.currentDirectoryURL = URL(fileURLWithPath: directory)
-            process.standardOutput = FileHandle.nullDevice
-            process.standardError = FileHandle.nullDevice
-            process.standardInput = FileHandle.nullDevice
-            try process.run()
+            let process = try ChildProcess(
+                "/usr/bin/openssl", ["s_server", "-cert", "cert.pem", "-key", "key.pem", "-accept", "\(port)", mode, "-quiet"], in: directory
+            )
             let deadline = Date().addingTimeInterval(10)
             while process.isRunning, Date() < deadline, !Self.accepts(port) {
                 try await Task.sleep(for: .milliseconds(50))
@@ -41,8 +33,8 @@ final class OpenSSLServer: ChildServer, @unchecked Sendable {
                 self.process = process
                 return
             }
-            kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
+            process.send(SIGKILL)
+            await process.wait()
         }
         throw ChildServerError.didNotStart
     }
@@ -76,7 +68,7 @@ final class OpenSSLServer: ChildServer, @unchecked Sendable {
 protocol ChildServer {
     static var scheme: String { get }
     var port: Int { get }
-    var process: Process { get }
+    var process: ChildProcess { get }
 }
 
 extension ChildServer {
@@ -85,9 +77,8 @@ extension ChildServer {
     }
 
     func stop() {
-        // openssl s_server ignores SIGTERM: a SIGKILL, and the exit reaped, leave nothing behind.
-        kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
+        // openssl s_server ignores SIGTERM: a SIGKILL leaves nothing behind (`ChildProcess` reaps it).
+        process.send(SIGKILL)
     }
 }
 

@@ -1,11 +1,12 @@
 import Foundation
 import Testing
+import TestSupport
 
 /// Python's `http.server` serving a directory on 127.0.0.1: a server nobody here wrote.
 final class PythonServer: ChildServer, @unchecked Sendable {
     static let scheme = "http"
     let port: Int
-    let process: Process
+    let process: ChildProcess
 
     /// Starts serving `directory` on a free port; throws when Python is missing or does not start.
     ///
@@ -27,13 +28,7 @@ final class PythonServer: ChildServer, @unchecked Sendable {
             with open(sys.argv[2], "w") as f: f.write(str(server.server_address[1]))
             server.serve_forever()
             """
-        process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["python3", "-c", script, directory, portFile, byteNames ? "1" : "0"]
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
+        process = try ChildProcess("/usr/bin/env", ["python3", "-c", script, directory, portFile, byteNames ? "1" : "0"])
         defer { try? FileManager.default.removeItem(atPath: portFile) }
         let deadline = Date().addingTimeInterval(20)
         while true {
@@ -42,8 +37,8 @@ final class PythonServer: ChildServer, @unchecked Sendable {
                 return
             }
             guard process.isRunning, Date() < deadline else {
-                kill(process.processIdentifier, SIGKILL)
-                process.waitUntilExit()
+                process.send(SIGKILL)
+                await process.wait()
                 throw ChildServerError.didNotStart
             }
             try await Task.sleep(for: .milliseconds(20))

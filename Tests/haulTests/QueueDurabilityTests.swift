@@ -2,6 +2,7 @@ import Foundation
 import LoopbackServer
 import Synchronization
 import Testing
+import TestSupport
 
 /// The real `haul get` killed, signalled, limited and tampered with, then started again: nothing is
 /// lost and little is fetched twice.
@@ -44,7 +45,7 @@ import Testing
         faults.holdAt = [Int(target)]
         fixture.server.setFaults("/k.bin", faults)
         let first = try fixture.start()
-        if !(try await CLI.waitUntil("\(target) bytes on disk") { (CLI.length(fixture.part) ?? 0) >= target }) {
+        if !(try await eventually("\(target) bytes on disk") { (fileLength(fixture.part) ?? 0) >= target }) {
             let log = (try? String(contentsOfFile: fixture.state + "/haul.log", encoding: .utf8)) ?? "no log"
             Issue.record("haul printed: \(first.stdoutSoFar)\nlog: \(log)\nrequests: \(fixture.server.requests())")
         }
@@ -54,7 +55,7 @@ import Testing
         let seconds = Date().timeIntervalSince(sent)
         // The next run's request begins at the hold: let it through.
         fixture.server.release("/k.bin")
-        return (run, seconds, try #require(CLI.length(fixture.part)))
+        return (run, seconds, try #require(fileLength(fixture.part)))
     }
 
     /// Runs the same command again to the end and checks the resume: the file matches, the second
@@ -64,7 +65,7 @@ import Testing
     func finishAndCheckResume(_ fixture: Fixture, onDisk: Int64, what: String) async throws -> Int {
         let second = try await fixture.start().wait()
         #expect(second.status == 0, "\(second.stdout) \(second.stderr)")
-        #expect(CLI.sha256(fixture.file) == fixture.server.sha256("/k.bin"))
+        #expect(sha256(ofFile: fixture.file) == fixture.server.sha256("/k.bin"))
         #expect(!FileManager.default.fileExists(atPath: fixture.part))
         let requests = fixture.server.requests("/k.bin")
         try #require(requests.count == 2, "\(requests)")
@@ -103,7 +104,7 @@ import Testing
             let arguments = ["get", server.url("/seg.bin").absoluteString, "-o", "seg.bin", "--connections", "\(connections)"]
             let first = try HaulProcess(arguments, in: directory, state: state)
             // Killed while every connection is moving bytes.
-            #expect(try await CLI.waitUntil("the file is split") { server.requests("/seg.bin").count >= connections })
+            #expect(try await eventually("the file is split") { server.requests("/seg.bin").count >= connections })
             try await Task.sleep(for: .milliseconds(2500))
             first.send(SIGKILL)
             let killed = try await first.wait(timeout: 10)
@@ -115,7 +116,7 @@ import Testing
 
             let second = try await HaulProcess(arguments, in: directory, state: state).wait()
             #expect(second.status == 0, "\(second.stdout) \(second.stderr)")
-            #expect(CLI.sha256(directory + "/seg.bin") == server.sha256("/seg.bin"))
+            #expect(sha256(ofFile: directory + "/seg.bin") == server.sha256("/seg.bin"))
             let resumed = Array(server.requests("/seg.bin").dropFirst(before))
             #expect(!resumed.isEmpty)
             #expect(resumed.allSatisfy { $0.ifRange != nil && $0.status == 206 && !($0.range ?? "-").hasSuffix("-") }, "\(resumed.map(\.range))")
@@ -152,7 +153,7 @@ import Testing
             stall.stallAfterBytes = 512 * 1024
             fixture.server.setFaults("/k.bin", stall)
             let first = try fixture.start()
-            try await CLI.waitUntil("the first haul to write") { (CLI.length(fixture.part) ?? 0) > 0 }
+            try await eventually("the first haul to write") { (fileLength(fixture.part) ?? 0) > 0 }
             let second = try await HaulProcess(
                 ["get", fixture.server.url("/other.bin").absoluteString, "-o", "other.bin"], in: fixture.directory, state: fixture.state
             ).wait()
@@ -185,7 +186,7 @@ import Testing
             #expect(!run.signalled, "SIGXFSZ must not kill haul")
             #expect(run.stdout.contains("[1] paused at"), "\(run.stdout)")
             #expect(run.stdout.contains("file too large"), "a size limit is no full disk: it pauses, waiting would not help: \(run.stdout)")
-            #expect(CLI.sha256(directory + "/small.bin") == server.sha256("/small.bin"), "the other download goes on")
+            #expect(sha256(ofFile: directory + "/small.bin") == server.sha256("/small.bin"), "the other download goes on")
             let part = try #require(FileManager.default.contents(atPath: directory + "/big.bin.part"))
             #expect(part.count > 0 && part.count < 4 * 1024 * 1024)
             #expect(Array(part) == Array(server.content("/big.bin").prefix(part.count)), "the part file is a valid prefix")
@@ -197,7 +198,7 @@ import Testing
             // Without the limit, the same command finishes from the prefix.
             let again = try await HaulProcess(["get", server.url("/big.bin").absoluteString, "-d", directory], in: directory, state: state).wait()
             #expect(again.status == 0, "\(again.stdout) \(again.stderr)")
-            #expect(CLI.sha256(directory + "/big.bin") == server.sha256("/big.bin"))
+            #expect(sha256(ofFile: directory + "/big.bin") == server.sha256("/big.bin"))
             #expect(server.requests("/big.bin").last?.range == "bytes=\(part.count)-")
         }
     }
@@ -212,7 +213,7 @@ import Testing
             #expect(second.status == 0)
             #expect(second.stdout.contains("[1] restarted from zero: part file was missing"), "\(second.stdout)")
             #expect(fixture.server.requests("/k.bin").last?.range == nil, "a fresh request, no Range")
-            #expect(CLI.sha256(fixture.file) == fixture.server.sha256("/k.bin"))
+            #expect(sha256(ofFile: fixture.file) == fixture.server.sha256("/k.bin"))
         }
     }
 
@@ -232,7 +233,7 @@ import Testing
             let third = try await HaulProcess(["get", url, "-o", "done.bin"], in: directory, state: state).wait()
             #expect(third.status == 0)
             #expect(server.requests("/done.bin").count == 2)
-            #expect(CLI.sha256(directory + "/done.bin") == server.sha256("/done.bin"))
+            #expect(sha256(ofFile: directory + "/done.bin") == server.sha256("/done.bin"))
         }
     }
 

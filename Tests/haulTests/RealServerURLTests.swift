@@ -1,14 +1,16 @@
 import Foundation
 import Testing
+import TestSupport
 
 /// URLs as people paste them, against Python's `http.server` (it decodes the target and serves the
 /// file it names, so a wrong target fetches another resource or a directory listing).
 @Suite struct RealServerURLTests {
     @Test func escapesRawNonASCIIAndLonePercentSignsFetchTheFileTheyName() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("haul-py-\(UUID().uuidString)").path
+        let scratch = try TemporaryDirectory("haul-py")
+        defer { withExtendedLifetime(scratch) {} }
+        let directory = scratch.path
         let served = directory + "/served"
         try FileManager.default.createDirectory(atPath: served, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: directory) }
         var contents: [String: Data] = [:]
         for name in ["Übersicht 2026.pdf", "café.bin", "100%.zip", "a+b (1).txt"] {
             let data = Data((0..<20_000).map { _ in UInt8.random(in: 0...255) })
@@ -37,10 +39,11 @@ import Testing
     }
 
     @Test func anEscapeThatIsNotUTF8FetchesTheLatin1NameItNames() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("haul-py-\(UUID().uuidString)").path
+        let scratch = try TemporaryDirectory("haul-py")
+        defer { withExtendedLifetime(scratch) {} }
+        let directory = scratch.path
         let served = directory + "/served"
         try FileManager.default.createDirectory(atPath: served, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: directory) }
         // A Latin-1 name on disk, as old servers have them: `caf\xE9.bin`.
         let content = Data((0..<50_000).map { _ in UInt8.random(in: 0...255) })
         let latin1 = Array((served + "/caf").utf8CString.dropLast()) + [CChar(bitPattern: 0xE9)] + Array(".bin".utf8CString)
@@ -61,9 +64,9 @@ import Testing
     }
 
     @Test func anEscapeThatIsNotUTF8OverHTTPSReachesOpenSSLByteForByte() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("haul-tls-\(UUID().uuidString)").path
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let scratch = try TemporaryDirectory("haul-tls")
+        defer { withExtendedLifetime(scratch) {} }
+        let directory = scratch.path
         // `s_server -WWW` opens the target as a file name, escapes and all: only `/caf%E9.bin`
         // finds this file (`/caf%25E9.bin` or `/` would not).
         let content = Data((0..<50_000).map { _ in UInt8.random(in: 0...255) })

@@ -1,6 +1,7 @@
 import Foundation
 import LoopbackServer
 import Testing
+import TestSupport
 
 /// The queue outlives the terminal (issue 17): the first haul on a queue is its runner, and a
 /// hang-up leaves it downloading without a terminal.
@@ -21,8 +22,8 @@ import Testing
         faults.throttleBytesPerSecond = 512 * 1024
         server.serve("/" + name, size: 32 * 1024 * 1024, faults: faults)
         let state = directory + "/state"
-        let tmux = try TmuxSession(TmuxSession.haulCommand(["-d", directory, server.url("/" + name).absoluteString], state: state, in: directory))
-        try await tmux.waitFor("the download runs") { _ in (CLI.length(directory + "/" + name + ".part") ?? 0) > 0 }
+        let tmux = try await TmuxSession(TmuxSession.haulCommand(["-d", directory, server.url("/" + name).absoluteString], state: state, in: directory))
+        try await tmux.waitFor("the download runs") { _ in (fileLength(directory + "/" + name + ".part") ?? 0) > 0 }
         return (tmux, try #require(runnerPID(state)))
     }
 
@@ -34,33 +35,33 @@ import Testing
             defer { tmux.close() }
 
             // The tmux server goes away, as a dropped SSH connection does: a hang-up.
-            tmux.hangUp()
+            await tmux.hangUp()
             try await Task.sleep(for: .milliseconds(500))
             #expect(Self.alive(pid), "the runner outlives its terminal")
-            let before = CLI.length(directory + "/long.bin.part") ?? 0
+            let before = fileLength(directory + "/long.bin.part") ?? 0
             try await Task.sleep(for: .seconds(1.5))
-            let after = CLI.length(directory + "/long.bin.part") ?? 0
+            let after = fileLength(directory + "/long.bin.part") ?? 0
             #expect(after > before, "the part file keeps growing: \(before) then \(after)")
             #expect(Self.runnerPID(state) == pid, "the lock still holds the runner's pid")
             let log = (try? String(contentsOfFile: state + "/haul.log", encoding: .utf8)) ?? ""
             #expect(log.contains("terminal gone: detached, the queue goes on"), "\(log.suffix(500))")
 
             // A later login attaches to it and sees the same row downloading.
-            let later = try TmuxSession(TmuxSession.haulCommand([], state: state, in: directory))
+            let later = try await TmuxSession(TmuxSession.haulCommand([], state: state, in: directory))
             defer { later.close() }
-            try await later.waitFor("the attached UI shows the row downloading") { _ in later.row("long.bin")?.contains("downloading") == true }
-            #expect(later.screen().contains { $0.contains("attached to the queue haul (pid \(pid)) runs") })
-            later.keys("D")
+            try await later.waitFor("the attached UI shows the row downloading") { _ in await later.row("long.bin")?.contains("downloading") == true }
+            #expect(await later.screen().contains { $0.contains("attached to the queue haul (pid \(pid)) runs") })
+            await later.keys("D")
             try await later.waitFor("D leaves the attached UI") { lines in lines.contains { $0.contains("[exited 0]") } }
             #expect(Self.alive(pid), "leaving an attached UI leaves the runner running")
 
             // SIGTERM keeps its meaning: pause everything, checkpoint, exit.
             kill(pid, SIGTERM)
-            try await CLI.waitUntil(timeout: 5, "the runner exits") { !Self.alive(pid) }
+            try await eventually(timeout: 5, "the runner exits") { !Self.alive(pid) }
             let rows = try await CLI.list(state: state, in: directory)
             let row = try #require(rows.first)
             #expect(row["state"] as? String == "paused")
-            #expect((row["bytes"] as? NSNumber)?.int64Value == CLI.length(directory + "/long.bin.part"), "the checkpoint is the part file")
+            #expect((row["bytes"] as? NSNumber)?.int64Value == fileLength(directory + "/long.bin.part"), "the checkpoint is the part file")
         }
     }
 
@@ -70,19 +71,19 @@ import Testing
             let state = directory + "/state"
             let (tmux, uiPID) = try await Self.runnerUI(downloading: "d.bin", server, in: directory)
             defer { tmux.close() }
-            tmux.keys("D")
+            await tmux.keys("D")
             try await tmux.waitFor("the terminal is given back") { lines in lines.contains { $0.contains("[exited 0]") } }
-            let screen = tmux.screen().joined(separator: "\n")
+            let screen = await tmux.screen().joined(separator: "\n")
             #expect(screen.contains("haul: detached: the queue goes on in the background (pid "), "\(screen)")
-            try await CLI.waitUntil("a new runner holds the queue") { Self.runnerPID(state).map { $0 != uiPID && Self.alive($0) } == true }
+            try await eventually("a new runner holds the queue") { Self.runnerPID(state).map { $0 != uiPID && Self.alive($0) } == true }
             let runner = try #require(Self.runnerPID(state))
-            try await CLI.waitUntil("the download resumed in the background with Range and If-Range") {
+            try await eventually("the download resumed in the background with Range and If-Range") {
                 server.requests("/d.bin").count >= 2 && server.requests("/d.bin").last?.ifRange != nil
                     && server.requests("/d.bin").last?.range?.hasPrefix("bytes=") == true
             }
-            let before = CLI.length(directory + "/d.bin.part") ?? 0
+            let before = fileLength(directory + "/d.bin.part") ?? 0
             try await Task.sleep(for: .seconds(1))
-            #expect((CLI.length(directory + "/d.bin.part") ?? 0) > before, "the part file grows with no UI")
+            #expect((fileLength(directory + "/d.bin.part") ?? 0) > before, "the part file grows with no UI")
 
             // haul stop: paused, checkpointed, the runner gone within 3 s.
             let started = ContinuousClock.now
@@ -92,14 +93,14 @@ import Testing
             #expect(!Self.alive(runner))
             let rows = try await CLI.list(state: state, in: directory)
             #expect(rows.first?["state"] as? String == "paused")
-            let kept = CLI.length(directory + "/d.bin.part")
+            let kept = fileLength(directory + "/d.bin.part")
             #expect((rows.first?["bytes"] as? NSNumber)?.int64Value == kept, "the checkpoint is the part file")
 
             // haul start: a runner in the background resumes it from there, with If-Range.
             let start = try await HaulProcess(["start"], in: directory, state: state).wait(timeout: 20)
             #expect(start.status == 0, "\(start.stderr)")
             #expect(start.stdout.contains("runs in the background (pid "), "\(start.stdout)")
-            try await CLI.waitUntil("resumed from the bytes kept") {
+            try await eventually("resumed from the bytes kept") {
                 server.requests("/d.bin").last.map { $0.range == "bytes=\(kept ?? -1)-" && $0.ifRange != nil } == true
             }
             let again = try await HaulProcess(["stop"], in: directory, state: state).wait(timeout: 20)
@@ -118,9 +119,9 @@ import Testing
             for name in ["one.bin", "two.bin"] { server.serve("/" + name, size: 32 * 1024 * 1024, faults: faults) }
             server.serve("/small.bin", size: 300_000)
             let state = directory + "/state"
-            let first = try TmuxSession(TmuxSession.haulCommand(["-d", directory, server.url("/one.bin").absoluteString], state: state, in: directory))
+            let first = try await TmuxSession(TmuxSession.haulCommand(["-d", directory, server.url("/one.bin").absoluteString], state: state, in: directory))
             defer { first.close() }
-            try await first.waitFor("one.bin runs") { _ in first.row("one.bin")?.contains("downloading") == true }
+            try await first.waitFor("one.bin runs") { _ in await first.row("one.bin")?.contains("downloading") == true }
             let runner = try #require(Self.runnerPID(state))
             let socket = state + "/haul.sock"
             var info = stat()
@@ -131,15 +132,15 @@ import Testing
             let add = try await HaulProcess(["add", "-d", directory, server.url("/two.bin").absoluteString], in: directory, state: state).wait()
             #expect(add.status == 0, "\(add.stderr)")
             #expect(add.stdout.hasPrefix("2\t"), "\(add.stdout)")
-            try await CLI.waitUntil("the runner asks for two.bin") { !server.requests("/two.bin").isEmpty }
+            try await eventually("the runner asks for two.bin") { !server.requests("/two.bin").isEmpty }
             #expect(ContinuousClock.now - added < .seconds(2), "the added download started within 2 s")
-            try await first.waitFor("two.bin downloading in the UI") { _ in first.row("two.bin")?.contains("downloading") == true }
+            try await first.waitFor("two.bin downloading in the UI") { _ in await first.row("two.bin")?.contains("downloading") == true }
 
             // haul pause: paused in the UI within a second.
             let paused = ContinuousClock.now
             let pause = try await HaulProcess(["pause", "2"], in: directory, state: state).wait()
             #expect(pause.status == 0 && pause.stdout == "paused 2\n", "\(pause.stdout) \(pause.stderr)")
-            try await first.waitFor("two.bin paused in the UI") { _ in first.row("two.bin")?.contains("paused") == true }
+            try await first.waitFor("two.bin paused in the UI") { _ in await first.row("two.bin")?.contains("paused") == true }
             #expect(ContinuousClock.now - paused < .seconds(1.5))
             let refused = try await HaulProcess(["remove", "1"], in: directory, state: state).wait()
             #expect(refused.status == 2, "\(refused.stderr)")
@@ -156,32 +157,32 @@ import Testing
             // haul get hands its URL to the runner and follows it to the end.
             let get = try await HaulProcess(["get", "-d", directory, server.url("/small.bin").absoluteString], in: directory, state: state).wait()
             #expect(get.status == 0, "\(get.stdout) \(get.stderr)")
-            #expect(CLI.sha256(directory + "/small.bin") == server.sha256("/small.bin"))
-            try await first.waitFor("small.bin completed in the UI") { _ in first.row("small.bin")?.contains("completed") == true }
+            #expect(sha256(ofFile: directory + "/small.bin") == server.sha256("/small.bin"))
+            try await first.waitFor("small.bin completed in the UI") { _ in await first.row("small.bin")?.contains("completed") == true }
 
             // A second UI attaches: both redraw, and a key in one shows in the other.
-            let second = try TmuxSession(TmuxSession.haulCommand([], state: state, in: directory))
+            let second = try await TmuxSession(TmuxSession.haulCommand([], state: state, in: directory))
             defer { second.close() }
-            try await second.waitFor("the attached UI shows the rows") { _ in second.row("one.bin")?.contains("downloading") == true }
-            second.keys("p")
-            try await first.waitFor("the second UI's pause in the first") { _ in first.row("one.bin")?.contains("paused") == true }
-            try await second.waitFor("and in the second") { _ in second.row("one.bin")?.contains("paused") == true }
-            second.keys("Space")
-            try await first.waitFor("resumed from the second UI") { _ in first.row("one.bin")?.contains("downloading") == true }
+            try await second.waitFor("the attached UI shows the rows") { _ in await second.row("one.bin")?.contains("downloading") == true }
+            await second.keys("p")
+            try await first.waitFor("the second UI's pause in the first") { _ in await first.row("one.bin")?.contains("paused") == true }
+            try await second.waitFor("and in the second") { _ in await second.row("one.bin")?.contains("paused") == true }
+            await second.keys("Space")
+            try await first.waitFor("resumed from the second UI") { _ in await first.row("one.bin")?.contains("downloading") == true }
 
             // kill -9 of the runner: the attached UI says so in one line and exits; the terminal is restored.
             try await Task.sleep(for: .milliseconds(500))
             kill(runner, SIGKILL)
             try await second.waitFor("the attached UI ends") { lines in lines.contains { $0.contains("[exited 1]") } }
-            let screen = second.screen().filter { !$0.trimmingCharacters(in: .whitespaces).isEmpty }
+            let screen = await second.screen().filter { !$0.trimmingCharacters(in: .whitespaces).isEmpty }
             #expect(screen.contains { $0.hasPrefix("haul: the queue's runner (pid \(runner)) ended") }, "\(screen)")
             #expect(!screen.contains { $0.hasPrefix("NAME") }, "the table is gone: \(screen)")
 
             // The next runner resumes from the bytes on disk.
-            let onDisk = CLI.length(directory + "/one.bin.part") ?? 0
+            let onDisk = fileLength(directory + "/one.bin.part") ?? 0
             let start = try await HaulProcess(["start"], in: directory, state: state).wait(timeout: 20)
             #expect(start.status == 0, "\(start.stderr)")
-            try await CLI.waitUntil("one.bin resumed") { server.requests("/one.bin").last?.range?.hasPrefix("bytes=") == true }
+            try await eventually("one.bin resumed") { server.requests("/one.bin").last?.range?.hasPrefix("bytes=") == true }
             let resumedAt = Int64(server.requests("/one.bin").last?.range?.dropFirst("bytes=".count).split(separator: "-").first ?? "") ?? -1
             #expect(resumedAt > 0 && onDisk - resumedAt <= 1024 * 1024, "resumed at \(resumedAt) with \(onDisk) on disk")
             let stop = try await HaulProcess(["stop"], in: directory, state: state).wait(timeout: 20)
@@ -201,23 +202,19 @@ import Testing
             let copy = directory + "/fetcher"
             try FileManager.default.copyItem(atPath: HaulProcess.binary.path, toPath: copy)
             let state = directory + "/state"
-            let renamed = Process()
-            renamed.executableURL = URL(fileURLWithPath: copy)
-            renamed.arguments = ["get", "-d", directory, server.url("/r.bin").absoluteString]
-            renamed.environment = ProcessInfo.processInfo.environment.merging(["HAUL_STATE_DIR": state]) { $1 }
-            renamed.standardOutput = FileHandle.nullDevice
-            renamed.standardError = FileHandle.nullDevice
-            try renamed.run()
-            defer { if renamed.isRunning { kill(renamed.processIdentifier, SIGKILL) } }
-            try await CLI.waitUntil("the renamed haul downloads") { (CLI.length(directory + "/r.bin.part") ?? 0) > 0 }
+            let renamed = try ChildProcess(
+                copy, ["get", "-d", directory, server.url("/r.bin").absoluteString],
+                environment: ProcessInfo.processInfo.environment.merging(["HAUL_STATE_DIR": state]) { $1 }
+            )
+            defer { renamed.send(SIGKILL) }
+            try await eventually("the renamed haul downloads") { (fileLength(directory + "/r.bin.part") ?? 0) > 0 }
             let rows = try await CLI.list(state: state, in: directory)
             #expect(rows.first?["state"] as? String == "downloading", "not 'queued (interrupted)': \(rows)")
             let pause = try await HaulProcess(["pause", "1"], in: directory, state: state).wait()
             #expect(pause.status == 2)
-            #expect(pause.stderr.contains("haul (pid \(renamed.processIdentifier)) is running this queue"), "\(pause.stderr)")
-            kill(renamed.processIdentifier, SIGINT)
-            renamed.waitUntilExit()
-            #expect(renamed.terminationStatus == 130)
+            #expect(pause.stderr.contains("haul (pid \(renamed.pid)) is running this queue"), "\(pause.stderr)")
+            renamed.send(SIGINT)
+            #expect(await renamed.wait() == ChildProcess.Termination(status: 130, signalled: false))
         }
     }
 }
