@@ -37,15 +37,20 @@ enum BodySink: Sendable {
 
 /// One HTTP request whose body is written to the part file on the event loop as it arrives.
 ///
-/// This is the per-chunk path: a chunk is clamped (to the total, or to its part's end), gathered in
-/// a buffer that is written with `pwrite` once it holds at least 128 KiB (or has waited 50 ms), and
-/// counted in an atomic. No actor, no task switch, no allocation per chunk.
+/// This is the per-chunk path: a chunk is clamped (to the total, or to its part's end), queued as
+/// it is (a small one copied into a buffer of ours), and the queue is written with one `pwritev`
+/// once it holds at least 128 KiB (or has waited 50 ms); the bytes on disk are counted in an
+/// atomic. No actor, no task switch, no copy of a large chunk, no allocation per chunk.
 ///
 /// The head goes to the transfer (an async caller), which decides what the body is worth. Body
 /// bytes that arrive meanwhile wait in memory (reading stops at 1 MiB), so a connection that drops
 /// right after its head loses nothing that was read.
+///
+/// What happens to the response is decided by a `BodyRelay` (a pure machine); this class carries
+/// out its actions: the writes, the continuations and the promise, the timers.
 final class ResponseStream: HTTPClientResponseDelegate, Sendable {
     typealias Response = Void
+    typealias Relay = BodyRelay<CheckedContinuation<HTTPResponseHead, any Error>, CheckedContinuation<Void, any Error>, EventLoopPromise<Void>>
 
     /// How the body ended, besides by an error.
     enum End: Sendable {
@@ -55,79 +60,21 @@ final class ResponseStream: HTTPClientResponseDelegate, Sendable {
         case sinkFull
     }
 
-    /// The body was cut off on purpose: the sink is full, or nobody wants it.
-    private struct SinkFull: Error {}
-
-    private struct Writer {
-        var descriptor: Int32
-        var path: String
-        /// File offset of the first byte in `pending`.
-        var position: Int64
-        /// Where the next accepted byte goes (position + pending bytes).
-        var accepted: Int64
-        var total: Int64?
-        var board: SharedBoard?
-        var part: Int
-
-        init(_ sink: BodySink) {
-            switch sink {
-            case .prefix(let descriptor, let path, let position, let total):
-                (self.descriptor, self.path, self.position, self.total, board, part) = (descriptor, path, position, total, nil, 0)
-            case .part(let descriptor, let path, let board, let part, let position):
-                (self.descriptor, self.path, self.position, total, self.board, self.part) = (descriptor, path, position, nil, board, part)
-            }
-            accepted = position
-        }
-    }
-
-    /// What a body part leads to.
-    private enum Step {
-        /// Read on, after `count` bytes were taken (the rate limit may make it wait).
-        case took(Int)
-        /// Stop reading until this completes (the bytes held before the decision are many).
-        case hold(EventLoopFuture<Void>)
-        case fail(any Error)
-    }
-
+    /// The machine and the handles its actions need, behind one lock.
     private struct State {
+        var relay = Relay()
         var task: HTTPClient.Task<Void>?
-        var cancelled = false
-        var head: HTTPResponseHead?
-        var headError: (any Error)?
-        var headWaiter: CheckedContinuation<HTTPResponseHead, any Error>?
         var headTimer: Scheduled<Void>?
-        var finalURL: URL?
-        /// Body bytes read before the transfer said where they go.
-        var early = ByteBuffer()
-        /// Completed to read on, once the early bytes have a place (or are dropped).
-        var earlyFull: EventLoopPromise<Void>?
-        var discarded = false
-        var writer: Writer?
-        var pending: ByteBuffer
-        var failure: PartFile.Failure?
-        var sinkFull = false
-        /// A flush of bytes left waiting in `pending` is scheduled.
-        var idleFlushScheduled = false
-        /// The request ended: after `write` returns the descriptor may be closed, nothing is written.
-        var ended = false
-        /// The error that ended the request, if one did.
-        var error: (any Error)?
-        /// Waits in `early(_:)` until `earlyWanted` body bytes are held.
-        var bodyWaiter: CheckedContinuation<Void, any Error>?
-        var earlyWanted = 1
         /// The next look for a stall, from the head on.
         var watchdog: Scheduled<Void>?
+        var finalURL: URL?
     }
 
-    /// Bytes gathered before a `pwrite`: the fewest syscalls for the copy it costs.
-    static let writeSize = 128 << 10
-    /// How long bytes of a slow stream may wait in the buffer: what a `kill -9` loses of them (a
-    /// fast stream fills the buffer long before, so this costs it nothing).
+    /// How long bytes of a slow stream may wait in the queue: what a `kill -9` loses of them (a
+    /// fast stream fills it long before, so this costs it nothing).
     static let idleFlushDelay = TimeAmount.milliseconds(50)
-    /// Body bytes held while the head is decided on.
-    static let earlyLimit = 1 << 20
 
-    private let state: NIOLockedValueBox<State>
+    private let state = NIOLockedValueBox(State())
     private let progress: TransferProgress
     private let throttle: Throttle
     /// No byte for this long, while the stream is ready for more, is a stall.
@@ -145,7 +92,6 @@ final class ResponseStream: HTTPClientResponseDelegate, Sendable {
         self.progress = progress
         self.throttle = throttle
         self.stallTimeout = stallTimeout
-        state = NIOLockedValueBox(State(pending: ByteBufferAllocator().buffer(capacity: Self.writeSize * 2)))
     }
 
     /// Sends `request`; the head must arrive within `headTimeout`.
@@ -158,27 +104,25 @@ final class ResponseStream: HTTPClientResponseDelegate, Sendable {
         let cancelled = state.withLockedValue { state in
             state.task = task
             state.headTimer = timer
-            return state.cancelled
+            return state.relay.cancelled
         }
         if cancelled { task.cancel() }
         // Some failures end the task without telling the delegate: the head waiter hears of them here.
         task.futureResult.whenComplete { [self] result in
             if case .failure(let error) = result {
                 headFailed(error)
-                state.withLockedValue { state in
-                    if state.error == nil { state.error = error }
-                }
+                state.withLockedValue { $0.relay.failed(error) }
             } else {
                 headFailed(HTTPClientError.remoteConnectionClosed)
             }
-            wakeBodyWaiter()
+            wakeEarly()
         }
     }
 
     /// Stops the request; a body being written keeps what reached the file.
     func cancel() {
-        let task = state.withLockedValue { state in
-            state.cancelled = true
+        let task = state.withLockedValue { state -> HTTPClient.Task<Void>? in
+            _ = state.relay.cancel()
             state.watchdog?.cancel()
             state.watchdog = nil
             return state.task
@@ -190,13 +134,7 @@ final class ResponseStream: HTTPClientResponseDelegate, Sendable {
     func head() async throws -> (HTTPResponseHead, URL?) {
         let head = try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<HTTPResponseHead, any Error>) in
-                let ready: Result<HTTPResponseHead, any Error>? = state.withLockedValue { state in
-                    if let head = state.head { return .success(head) }
-                    if let error = state.headError { return .failure(error) }
-                    state.headWaiter = continuation
-                    return nil
-                }
-                if let ready { continuation.resume(with: ready) }
+                if let ready = state.withLockedValue({ $0.relay.awaitHead(continuation) }) { continuation.resume(with: ready) }
             }
         } onCancel: {
             cancel()
@@ -208,27 +146,18 @@ final class ResponseStream: HTTPClientResponseDelegate, Sendable {
     /// filled up. Throws the write failure or the HTTP error that stopped it.
     func write(into sink: BodySink) async throws -> End {
         let (task, resume, stop) = state.withLockedValue { state -> (HTTPClient.Task<Void>?, EventLoopPromise<Void>?, Bool) in
-            var writer = Writer(sink)
-            var stop = false
-            if state.early.readableBytes > 0 {
-                let early = state.early
-                state.early = ByteBuffer()
-                if case .failure = Self.accept(early, into: &writer, &state, progress) { stop = true }
-            }
-            if state.ended || stop {
-                // Nothing more will arrive (or nothing more is wanted): write what waits now.
-                if let failure = Self.flush(&state.pending, &writer, progress), state.failure == nil { state.failure = failure }
-            } else if let task = state.task {
-                scheduleIdleFlush(&state, on: task.eventLoop)
-            }
-            state.writer = writer
-            defer { state.earlyFull = nil }
-            return (state.task, state.earlyFull, stop)
+            let start = state.relay.relay(to: sink)
+            var stop = start.stopRequest
+            // A write that fails stops the request too.
+            if let write = start.write, case .stop = perform(write, &state.relay) { stop = true }
+            if let task = state.task { armIdleFlush(&state, on: task.eventLoop) }
+            return (state.task, start.resume, stop)
         }
         guard let task else { throw CancellationError() }
         if stop { task.cancel() }
         if resume != nil { markReady(after: .zero) }
         resume?.succeed()
+        var taskError: (any Error)?
         do {
             try await withTaskCancellationHandler {
                 try await task.futureResult.get()
@@ -236,13 +165,9 @@ final class ResponseStream: HTTPClientResponseDelegate, Sendable {
                 cancel()
             }
         } catch {
-            let (failure, full) = state.withLockedValue { ($0.failure, $0.sinkFull) }
-            if let failure { throw failure }
-            if full { return .sinkFull }
-            throw error
+            taskError = error
         }
-        if let failure = state.withLockedValue({ $0.failure }) { throw failure }
-        return .finished
+        return try state.withLockedValue { $0.relay.outcome(taskError: taskError) }.get()
     }
 
     /// The first `count` bytes of the body, once they came (fewer when the body ended sooner), before
@@ -253,54 +178,29 @@ final class ResponseStream: HTTPClientResponseDelegate, Sendable {
     func early(_ count: Int) async throws -> [UInt8] {
         try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-                let ready = state.withLockedValue { state -> Result<Void, any Error>? in
-                    state.earlyWanted = max(1, min(count, Self.earlyLimit))
-                    if let ready = Self.bodyState(state) { return ready }
-                    state.bodyWaiter = continuation
-                    return nil
-                }
-                if let ready { continuation.resume(with: ready) }
+                if let ready = state.withLockedValue({ $0.relay.awaitEarly(count, continuation) }) { continuation.resume(with: ready) }
             }
         } onCancel: {
             cancel()
         }
-        return state.withLockedValue { state in
-            state.early.getBytes(at: state.early.readerIndex, length: min(count, state.early.readableBytes)) ?? []
-        }
-    }
-
-    /// Whether `early(_:)` has its bytes (or the body ended, or failed); nil while it waits.
-    private static func bodyState(_ state: State) -> Result<Void, any Error>? {
-        if state.early.readableBytes >= state.earlyWanted || state.writer != nil { return .success(()) }
-        if let error = state.error { return .failure(error) }
-        return state.ended ? .success(()) : nil
+        return state.withLockedValue { $0.relay.earlyBytes(count) }
     }
 
     /// Wakes `early(_:)` once there is something to tell it.
-    private func wakeBodyWaiter() {
-        let (waiter, ready) = state.withLockedValue { state -> (CheckedContinuation<Void, any Error>?, Result<Void, any Error>?) in
-            guard let waiter = state.bodyWaiter, let ready = Self.bodyState(state) else { return (nil, nil) }
-            state.bodyWaiter = nil
-            return (waiter, ready)
-        }
-        if let waiter, let ready { waiter.resume(with: ready) }
+    private func wakeEarly() {
+        if let (waiter, ready) = state.withLockedValue({ $0.relay.wakeEarly() }) { waiter.resume(with: ready) }
     }
 
     /// Drops the response and its body.
     func discard() {
-        let promise = state.withLockedValue { state -> EventLoopPromise<Void>? in
-            state.discarded = true
-            state.early = ByteBuffer()
-            defer { state.earlyFull = nil }
-            return state.earlyFull
-        }
+        let pause = state.withLockedValue { $0.relay.drop() }
         cancel()
-        promise?.fail(SinkFull())
+        pause?.fail(SinkFull())
     }
 
-    /// Where the next byte would go once everything buffered is written.
+    /// Where the next byte would go once everything queued is written.
     var position: Int64? {
-        state.withLockedValue { $0.writer?.accepted }
+        state.withLockedValue { $0.relay.position }
     }
 
     // MARK: Delegate (on the event loop)
@@ -311,64 +211,57 @@ final class ResponseStream: HTTPClientResponseDelegate, Sendable {
 
     func didReceiveHead(task: HTTPClient.Task<Void>, _ head: HTTPResponseHead) -> EventLoopFuture<Void> {
         let waiter = state.withLockedValue { state -> CheckedContinuation<HTTPResponseHead, any Error>? in
-            // Too late: the head timed out or the request was stopped; nobody reads this body.
-            guard state.headError == nil, !state.cancelled else { return nil }
+            guard case .settled(let waiter) = state.relay.headArrived(head) else { return nil }
             state.headTimer?.cancel()
             state.headTimer = nil
-            state.head = head
             // From the head on, a body that stops coming is a stall.
             markReady(after: .zero)
             let loop = task.eventLoop
             state.watchdog = loop.scheduleTask(in: stallTimeout) { [self] in lookForStall(on: loop) }
-            defer { state.headWaiter = nil }
-            return state.headWaiter
+            return waiter
         }
         waiter?.resume(returning: head)
         return task.eventLoop.makeSucceededVoidFuture()
     }
 
     func didReceiveBodyPart(task: HTTPClient.Task<Void>, _ buffer: ByteBuffer) -> EventLoopFuture<Void> {
-        var waiter: CheckedContinuation<Void, any Error>?
-        defer { waiter?.resume() }
-        let step = state.withLockedValue { state -> Step in
-            if state.discarded { return .fail(SinkFull()) }
-            guard var writer = state.writer else {
-                // Undecided: hold the bytes, and stop reading once a good many wait.
-                state.early.writeImmutableBuffer(buffer)
-                if state.bodyWaiter != nil, state.early.readableBytes >= state.earlyWanted {
-                    waiter = state.bodyWaiter
-                    state.bodyWaiter = nil
-                }
-                if state.early.readableBytes >= Self.earlyLimit {
-                    let promise = task.eventLoop.makePromise(of: Void.self)
-                    state.earlyFull = promise
-                    // Not a stall: the transfer has not said where the bytes go yet.
-                    readyAt.store(.max, ordering: .relaxed)
-                    return .hold(promise.futureResult)
-                }
-                // Held bytes count against the rate limit like written ones.
-                return .took(buffer.readableBytes)
+        let loop = task.eventLoop
+        let (received, paused) = state.withLockedValue { state -> (Relay.Received, EventLoopFuture<Void>?) in
+            var received = state.relay.received(buffer)
+            switch received {
+            case .write(let write):
+                received = perform(write, &state.relay)
+                armIdleFlush(&state, on: loop)
+            case .pause:
+                // Completed by `write(into:)`, failed by `discard()` or the request's end.
+                let promise = loop.makePromise(of: Void.self)
+                state.relay.paused(promise)
+                // Not a stall: the transfer has not said where the bytes go yet.
+                readyAt.store(.max, ordering: .relaxed)
+                return (received, promise.futureResult)
+            case .readOn:
+                armIdleFlush(&state, on: loop)
+            case .stop:
+                break
             }
-            defer { state.writer = writer }
-            switch Self.accept(buffer, into: &writer, &state, progress) {
-            case .failure(let error):
-                return .fail(error)
-            case .success(let count):
-                scheduleIdleFlush(&state, on: task.eventLoop)
-                return .took(count)
-            }
+            return (received, nil)
         }
-        switch step {
-        case .fail(let error):
-            return task.eventLoop.makeFailedFuture(error)
-        case .hold(let future):
-            return future
-        case .took(let count):
-            let wait = count > 0 ? throttle.reserve(count) : .zero
+        switch received {
+        case .stop(let error):
+            return loop.makeFailedFuture(error)
+        case .pause(let wake):
+            wake?.resume()
+            return paused ?? loop.makeSucceededVoidFuture()
+        case .readOn(let took, let wake):
+            wake?.resume()
+            let wait = took > 0 ? throttle.reserve(took) : .zero
             markReady(after: wait)
-            guard wait > .zero else { return task.eventLoop.makeSucceededVoidFuture() }
+            guard wait > .zero else { return loop.makeSucceededVoidFuture() }
             // A limit raised or removed ends the wait early: the stall is measured from then.
-            return throttle.pause(for: wait, on: task.eventLoop).map { [self] in markReady(after: .zero) }
+            return throttle.pause(for: wait, on: loop).map { [self] in markReady(after: .zero) }
+        case .write:
+            // `perform` answers with what follows the write, never with another write.
+            return loop.makeSucceededVoidFuture()
         }
     }
 
@@ -384,7 +277,7 @@ final class ResponseStream: HTTPClientResponseDelegate, Sendable {
     private func lookForStall(on loop: any EventLoop) {
         let task = state.withLockedValue { state -> HTTPClient.Task<Void>? in
             state.watchdog = nil
-            return state.ended || state.cancelled || state.discarded ? nil : state.task
+            return state.relay.watchesForStall ? state.task : nil
         }
         guard let task else { return }
         let ready = readyAt.load(ordering: .relaxed)
@@ -396,165 +289,114 @@ final class ResponseStream: HTTPClientResponseDelegate, Sendable {
         }
         let next = ready == .max ? stallTimeout : .nanoseconds(stallTimeout.nanoseconds - max(0, idle))
         state.withLockedValue { state in
-            guard !state.ended, !state.cancelled else { return }
+            guard state.relay.watchesForStall else { return }
             state.watchdog = loop.scheduleTask(in: next) { [self] in lookForStall(on: loop) }
         }
     }
 
     func didReceiveError(task: HTTPClient.Task<Void>, _ error: any Error) {
-        headFailed(error)
-        state.withLockedValue { state in
-            if state.error == nil { state.error = error }
-        }
-        let promise = state.withLockedValue { state -> EventLoopPromise<Void>? in
-            defer { state.earlyFull = nil }
-            return state.earlyFull
-        }
-        promise?.fail(error)
-        finish()
+        ended(error)
     }
 
     func didFinishRequest(task: HTTPClient.Task<Void>) throws {
-        headFailed(HTTPClientError.remoteConnectionClosed)
-        finish()
+        ended(nil)
     }
 
     // MARK: Helpers
 
     private func headFailed(_ error: any Error) {
         let waiter = state.withLockedValue { state -> CheckedContinuation<HTTPResponseHead, any Error>? in
-            guard state.head == nil, state.headError == nil else { return nil }
+            guard case .settled(let waiter) = state.relay.headFailed(error) else { return nil }
             state.headTimer?.cancel()
             state.headTimer = nil
-            state.headError = error
-            defer { state.headWaiter = nil }
-            return state.headWaiter
+            return waiter
         }
         waiter?.resume(throwing: error)
     }
 
-    /// Writes what is still buffered: every byte accepted reaches the file, whatever ended the body.
-    private func finish() {
-        state.withLockedValue { state in
-            Self.flushPending(&state, progress)
-            state.ended = true
+    /// The request ended (`error`: how, nil when the body finished): every byte taken reaches the
+    /// file, and whoever waits hears.
+    private func ended(_ error: (any Error)?) {
+        let end = state.withLockedValue { state -> Relay.End in
+            let end = state.relay.ended(error)
+            if end.settledHead {
+                state.headTimer?.cancel()
+                state.headTimer = nil
+            }
+            if let write = end.write { _ = perform(write, &state.relay) }
             state.watchdog?.cancel()
             state.watchdog = nil
+            return end
         }
-        wakeBodyWaiter()
+        end.failHead?.resume(throwing: error ?? HTTPClientError.remoteConnectionClosed)
+        if let error { end.failPause?.fail(error) }
+        wakeEarly()
     }
 
     /// A slow or stalled server must not leave bytes unwritten (and uncounted) for long: whatever
-    /// waits in the buffer is written `idleFlushDelay` from now.
-    private func scheduleIdleFlush(_ state: inout State, on loop: any EventLoop) {
-        guard state.pending.readableBytes > 0, !state.idleFlushScheduled else { return }
-        state.idleFlushScheduled = true
-        loop.scheduleTask(in: Self.idleFlushDelay) { [self] in flushIdle() }
-    }
-
-    /// Writes bytes that waited in the buffer since the last chunk.
-    private func flushIdle() {
-        state.withLockedValue { state in
-            state.idleFlushScheduled = false
-            Self.flushPending(&state, progress)
-        }
-    }
-
-    /// Writes the pending bytes unless the request ended (its descriptor may be closed by now).
-    private static func flushPending(_ state: inout State, _ progress: TransferProgress) {
-        guard !state.ended, var writer = state.writer else { return }
-        if let failure = flush(&state.pending, &writer, progress), state.failure == nil { state.failure = failure }
-        state.writer = writer
-    }
-
-    /// Takes what `writer` may have of `chunk` (clamped to the total or the part's end) into the
-    /// pending buffer, writing it out once it is big enough. Fails when the sink is full (the rest
-    /// of the body belongs to nobody) or a write failed; returns the bytes taken.
-    private static func accept(_ chunk: ByteBuffer, into writer: inout Writer, _ state: inout State, _ progress: TransferProgress) -> Result<Int, any Error> {
-        if let failure = state.failure { return .failure(failure) }
-        var chunk = chunk
-        let offered = Int64(chunk.readableBytes)
-        let granted: Int64
-        if let board = writer.board {
-            let part = writer.part
-            let accepted = writer.accepted
-            granted = board.withBoard { $0.reserve(part: part, at: accepted, count: offered) }
-        } else if let total = writer.total {
-            granted = max(0, min(offered, total - writer.accepted))
-        } else {
-            granted = offered
-        }
-        if granted < offered {
-            chunk = chunk.getSlice(at: chunk.readerIndex, length: Int(granted)) ?? ByteBuffer()
-        }
-        writer.accepted += granted
-        if state.pending.readableBytes == 0, chunk.readableBytes >= writeSize {
-            // Big enough already: written as it is, without a copy.
-            var direct = chunk
-            if let failure = flush(&direct, &writer, progress) {
-                state.failure = failure
-                return .failure(failure)
-            }
-        } else {
-            state.pending.writeImmutableBuffer(chunk)
-            if state.pending.readableBytes >= writeSize, let failure = flush(&state.pending, &writer, progress) {
-                state.failure = failure
-                return .failure(failure)
+    /// waits in the queue is written `idleFlushDelay` from now.
+    private func armIdleFlush(_ state: inout State, on loop: any EventLoop) {
+        guard state.relay.armIdleFlush() else { return }
+        loop.scheduleTask(in: Self.idleFlushDelay) { [self] in
+            self.state.withLockedValue { locked in
+                if let write = locked.relay.idleFlushDue() { _ = perform(write, &locked.relay) }
             }
         }
-        if granted < offered || isFull(writer) {
-            if let failure = flush(&state.pending, &writer, progress) {
-                state.failure = failure
-                return .failure(failure)
+    }
+
+    /// Carries out `write` (`pwritev`, retrying short writes and EINTR), tells the relay, counts the
+    /// bytes on disk, and returns what follows for the chunk that led to it.
+    private func perform(_ write: Relay.Write, _ relay: inout Relay) -> Relay.Received {
+        let (written, code) = Self.gather(write.buffers, count: write.count, to: write.descriptor, at: write.position)
+        let (received, grown) = relay.wrote(write, written: written, error: code)
+        switch grown {
+        case .none: break
+        case .at(let position): progress.bytesOnDisk.store(position, ordering: .relaxed)
+        case .added(let count): progress.bytesOnDisk.add(count, ordering: .relaxed)
+        }
+        return received
+    }
+
+    /// Writes `buffers` (`count` bytes in all) at `offset` of `descriptor` with as few `pwritev`
+    /// calls as it takes; returns the bytes written and the errno that stopped it, if one did.
+    static func gather(_ buffers: [ByteBuffer], count: Int, to descriptor: Int32, at offset: Int64) -> (Int, Int32?) {
+        var done = 0
+        while done < count {
+            let result = withVectors(buffers, skipping: done) { vectors in
+                pwritev(descriptor, vectors.baseAddress, Int32(vectors.count), off_t(offset + Int64(done)))
             }
-            state.sinkFull = true
-            return .failure(SinkFull())
+            if result < 0 {
+                if errno == EINTR { continue }
+                return (done, errno)
+            }
+            if result == 0 { return (done, EIO) }
+            done += result
         }
-        return .success(Int(granted))
+        return (done, nil)
     }
 
-    private static func isFull(_ writer: Writer) -> Bool {
-        if let board = writer.board {
-            let part = writer.part
-            let accepted = writer.accepted
-            return board.withBoard { $0.end(of: part).map { $0 <= accepted } ?? true }
-        }
-        if let total = writer.total { return writer.accepted >= total }
-        return false
-    }
-
-    /// `pwrite`s the readable bytes of `pending` at the writer's position, retrying short writes and
-    /// EINTR, then counts them.
-    private static func flush(_ pending: inout ByteBuffer, _ writer: inout Writer, _ progress: TransferProgress) -> PartFile.Failure? {
-        guard pending.readableBytes > 0 else { return nil }
-        var code: Int32?
-        var written = 0
-        pending.withUnsafeReadableBytes { bytes in
-            guard let base = bytes.baseAddress else { return }
-            while written < bytes.count {
-                let result = pwrite(writer.descriptor, base + written, bytes.count - written, off_t(writer.position + Int64(written)))
-                if result < 0 {
-                    if errno == EINTR { continue }
-                    code = errno
-                    return
+    /// Calls `body` with the readable bytes of `buffers` as `iovec`s, past the first `skip` bytes.
+    ///
+    /// The pointers stay valid for the call because `buffers` keeps every storage alive meanwhile
+    /// (`withUnsafeReadableBytesWithStorageManagement` documents this use).
+    private static func withVectors<T>(_ buffers: [ByteBuffer], skipping skip: Int, _ body: (UnsafeBufferPointer<iovec>) -> T) -> T {
+        // Linux takes at most 1024 vectors a call (UIO_MAXIOV); a queue never holds nearly as many.
+        let limit = min(buffers.count, 1024)
+        return withUnsafeTemporaryAllocation(of: iovec.self, capacity: max(1, limit)) { vectors in
+            var used = 0
+            var skip = skip
+            for buffer in buffers where used < limit {
+                buffer.withUnsafeReadableBytesWithStorageManagement { bytes, _ in
+                    guard bytes.count > skip, let base = bytes.baseAddress else {
+                        skip -= min(skip, bytes.count)
+                        return
+                    }
+                    vectors[used] = iovec(iov_base: UnsafeMutableRawPointer(mutating: base + skip), iov_len: bytes.count - skip)
+                    used += 1
+                    skip = 0
                 }
-                written += result
             }
+            return body(UnsafeBufferPointer(rebasing: vectors[0..<used]))
         }
-        pending.clear()
-        writer.position += Int64(written)
-        if let board = writer.board {
-            let part = writer.part
-            board.withBoard { $0.wrote(part: part, count: Int64(written)) }
-            progress.bytesOnDisk.add(Int64(written), ordering: .relaxed)
-        } else {
-            progress.bytesOnDisk.store(writer.position, ordering: .relaxed)
-        }
-        if let code {
-            // Bytes not written are no longer accepted: the next attempt fetches them again.
-            writer.accepted = writer.position
-            return PartFile.Failure(operation: "write", path: writer.path, code: code)
-        }
-        return nil
     }
 }

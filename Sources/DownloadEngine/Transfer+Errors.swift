@@ -141,9 +141,6 @@ extension Transfer {
     }
 
     /// BoringSSL's reason codes (library SSL) in a handshake failure.
-    ///
-    /// NIOSSL keeps each packed error code private and prints it as the first number of the
-    /// description (`Error: 268435703 error:…`); that number, not the text after it, is read here.
     static func boringSSLReasons(_ error: any Error) -> [Int] {
         guard case .handshakeFailed(let failure)? = error as? NIOSSLError else { return [] }
         let stack: NIOBoringSSLErrorStack
@@ -152,12 +149,25 @@ extension Transfer {
         default: return []
         }
         return stack.compactMap { entry in
-            let words = entry.description.split(separator: " ", maxSplits: 2)
-            guard words.count >= 2, words[0] == "Error:", let packed = UInt32(words[1]) else { return nil }
+            guard let packed = packedCode(entry) else { return nil }
             // ERR_GET_LIB and ERR_GET_REASON: the library in the top byte, the reason in the low 12 bits.
             guard packed >> 24 == BoringSSLReason.librarySSL else { return nil }
             return Int(packed & 0xFFF)
         }
+    }
+
+    /// The packed BoringSSL error code (`ERR_get_error`) of one entry of a handshake failure.
+    ///
+    /// NIOSSL keeps the code in a private case (`boringSSLErrorInfo(code, file, line)`) and offers
+    /// no accessor: it is read from the value by reflection, as the `UInt32` it is, never from the
+    /// description's text. nil for an entry NIOSSL made up itself (no code).
+    static func packedCode(_ entry: BoringSSLInternalError) -> UInt32? {
+        for child in Mirror(reflecting: entry).children {
+            for info in Mirror(reflecting: child.value).children where info.label == "boringSSLErrorInfo" {
+                return Mirror(reflecting: info.value).children.first?.value as? UInt32
+            }
+        }
+        return nil
     }
 }
 
