@@ -82,7 +82,15 @@ public final class ChildProcess: Sendable {
             executable.contains("/") ? posix_spawn(&pid, executable, &actions, &attributes, argv, envp)
                 : posix_spawnp(&pid, executable, &actions, &attributes, argv, envp)
         }
-        let result = envp.map { spawn($0) } ?? spawn(environ)
+        var result = envp.map { spawn($0) } ?? spawn(environ)
+        // An executable a test just wrote (a copy of haul under another name) is "busy" while any
+        // process started meanwhile by another test still holds it open between fork and exec.
+        var tries = 0
+        while result == ETXTBSY, tries < 100 {
+            tries += 1
+            usleep(10_000)
+            result = envp.map { spawn($0) } ?? spawn(environ)
+        }
         guard result == 0 else {
             throw Failure(description: "cannot run \(executable): \(String(cString: strerror(result)))")
         }
