@@ -123,9 +123,10 @@ import TestSupport
                 in: directory, state: directory + "/.state"
             )
             // Both answer at once; one takes the room, the other waits, saying why.
-            try await eventually(timeout: 20, "one completes and the other waits") {
+            let tookTurns = try await eventually(timeout: 20, "one completes and the other waits") {
                 haul.stdoutSoFar.contains("of it promised to running downloads)") && haul.stdoutSoFar.contains("] completed")
             }
+            if !tookTurns { Issue.record("haul printed:\n\(haul.stdoutSoFar)") }
             let out = haul.stdoutSoFar
             let done = out.contains("[1] completed") ? "f" : "g"
             let other = done == "f" ? "g" : "f"
