@@ -101,6 +101,7 @@ let package = Package(
             dependencies: ["DownloadCore", .product(name: "Crypto", package: "swift-crypto")],
             path: "Tests/TestSupport"
         ),
+        .testTarget(name: "TestSupportTests", dependencies: ["TestSupport"]),
         .testTarget(name: "DownloadCoreTests", dependencies: ["DownloadCore", "TestSupport"]),
         // Snapshots are read through #filePath, not bundled.
         .testTarget(name: "TerminalUITests", dependencies: ["DownloadCore", "TerminalUI", "TestSupport"], exclude: ["Snapshots"]),

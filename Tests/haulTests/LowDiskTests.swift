@@ -117,15 +117,25 @@ import TestSupport
         try await CLI.withServer { server, directory in
             guard let disk = try await Self.disk(directory, megabytes: 16) else { return }
             defer { unmount(disk) }
-            for name in ["f", "g"] { server.serve("/\(name).bin", size: 10 * Self.mib) }
+            // Each body is held halfway until the test lets it go: the one that takes the room is still
+            // running when the other's answer comes. (Unheld, a loaded machine could see the first
+            // complete before the second answered; that one then waits for room with nothing promised.)
+            for name in ["f", "g"] { server.serve("/\(name).bin", size: 10 * Self.mib, faults: Self.held(at: 5 * Self.mib)) }
             let haul = try HaulProcess(
                 ["get", server.url("/f.bin").absoluteString, server.url("/g.bin").absoluteString, "-d", disk, "--min-free", "1M"],
                 in: directory, state: directory + "/.state"
             )
             // Both answer at once; one takes the room, the other waits, saying why.
-            try await eventually(timeout: 20, "one completes and the other waits") {
+            let promised = try await eventually(timeout: 20, "the other waits for the room promised to the first") {
+                haul.stdoutSoFar.contains("of it promised to running downloads)")
+            }
+            if !promised { Issue.record("haul printed:\n\(haul.stdoutSoFar)") }
+            // A release is kept for a body not yet started: the other goes past the hold too.
+            for name in ["f", "g"] { server.release("/\(name).bin") }
+            let tookTurns = try await eventually(timeout: 20, "one completes and the other waits") {
                 haul.stdoutSoFar.contains("of it promised to running downloads)") && haul.stdoutSoFar.contains("] completed")
             }
+            if !tookTurns { Issue.record("haul printed:\n\(haul.stdoutSoFar)") }
             let out = haul.stdoutSoFar
             let done = out.contains("[1] completed") ? "f" : "g"
             let other = done == "f" ? "g" : "f"
