@@ -752,10 +752,10 @@ public actor DownloadSession {
         let bytesOnDisk = result.bytesOnDisk
         if transfers[id]?.attempt == attempt { transfers[id] = nil }
         if spaceClaims[id]?.attempt == attempt { spaceClaims[id] = nil }
-        if synced, let state = machine.download(id)?.state, state != .cancelled {
-            if let parts = result.segments, outcome != .completed { machine.recordSegments(id, parts) }
-            ledger.attemptEnded(id, bytes: bytesOnDisk, synced: true, cancelled: false)
-        }
+        // A cancelled download's file is going; a removed one has none.
+        let gone = machine.download(id).map { $0.state == .cancelled } ?? true
+        if synced, !gone, let parts = result.segments, outcome != .completed { machine.recordSegments(id, parts) }
+        ledger.attemptEnded(id, bytes: bytesOnDisk, synced: synced, cancelled: gone)
         configuration.logger.info("attempt ended", metadata: ["id": "\(id)", "attempt": "\(attempt)", "outcome": "\(outcome)"])
         let actions = machine.transferFinished(
             id, attempt: attempt, outcome: outcome, bytesOnDisk: bytesOnDisk, now: Date(), jitter: Double.random(in: 0..<1)
@@ -1093,7 +1093,7 @@ public actor DownloadSession {
         guard let (commit, actions) = ledger.beginCommit(token, machine: &machine, journaled: journal != nil, bootID: bootID, now: .now) else { return }
         carryOut(actions)
         // Taken with the changes: it shows exactly what this commit writes.
-        var snapshot = commit.show ? visibleSnapshot() : nil
+        let snapshot = commit.show ? visibleSnapshot() : nil
         var failure: JournalFailure?
         if let journal, !commit.changes.isEmpty {
             failure = await write(commit.changes, to: journal, tries: commit.tries)
@@ -1102,7 +1102,6 @@ public actor DownloadSession {
         let next = ledger.commitEnded(commit, failure: failure, now: .now)
         if var shown = snapshot {
             shown.unsaved = ledger.failure
-            snapshot = shown
             published = shown
             continuation.yield(shown)
         }

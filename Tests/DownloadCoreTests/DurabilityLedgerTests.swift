@@ -146,6 +146,9 @@ import Testing
         #expect(l.durable[id] == 0)
         l.attemptEnded(id, bytes: 1_000, synced: true, cancelled: true)
         #expect(l.durable[id] == 0)
+        // An attempt whose file could not be synced claims nothing either.
+        l.attemptEnded(id, bytes: 2_000, synced: false, cancelled: false)
+        #expect(l.durable[id] == 0)
         l.forgot(id)
         #expect(l.durable[id] == nil)
     }
