@@ -140,6 +140,9 @@ public struct DurabilityLedger: Sendable {
         var showing: Bool
         /// A person's intent asked: the commit starts at once and its snapshot is not throttled.
         var urgent: Bool
+        /// Something waits for the commit (a person, or a finished file before it is placed): it
+        /// starts at once, without waiting `joinWindow` for others.
+        var startsNow: Bool
     }
 
     private var pipeline = Pipeline.idle
@@ -166,25 +169,30 @@ public struct DurabilityLedger: Sendable {
     ///
     /// `soon`: a transfer's event, which may wait `joinWindow` for others to share its commit and
     /// whose snapshot may be throttled. A person's intent (`soon` false) starts a waiting commit at
-    /// once.
-    public mutating func publish(showing: Bool = true, soon: Bool = false) -> (token: UInt64, actions: [Action]) {
+    /// once. `awaited`: a transfer's event that something waits for (a finished file is placed only
+    /// once its row says completed, and holds its slot until then): its commit starts at once too,
+    /// and its snapshot may still be throttled.
+    public mutating func publish(showing: Bool = true, soon: Bool = false, awaited: Bool = false) -> (token: UInt64, actions: [Action]) {
+        let now = !soon || awaited
         switch pipeline {
         case .idle:
-            let gathering = Gathering(token: nextToken(), showing: showing, urgent: !soon)
+            let gathering = Gathering(token: nextToken(), showing: showing, urgent: !soon, startsNow: now)
             pipeline = .gathering(gathering)
-            return (gathering.token, [.commit(token: gathering.token, after: soon ? configuration.joinWindow : .zero)])
+            return (gathering.token, [.commit(token: gathering.token, after: now ? .zero : configuration.joinWindow)])
         case .gathering(var gathering):
             gathering.showing = gathering.showing || showing
+            gathering.urgent = gathering.urgent || !soon
             var actions: [Action] = []
-            if !soon && !gathering.urgent {
-                gathering.urgent = true
+            if now && !gathering.startsNow {
+                gathering.startsNow = true
                 // Cuts the wait short; the first of the two calls to `beginCommit` wins.
                 actions.append(.commit(token: gathering.token, after: .zero))
             }
             pipeline = .gathering(gathering)
             return (gathering.token, actions)
         case .committing(let token, let waiting):
-            var next = waiting ?? Gathering(token: nextToken(), showing: false, urgent: false)
+            // Everything asked for meanwhile starts as soon as the commit in flight ends.
+            var next = waiting ?? Gathering(token: nextToken(), showing: false, urgent: false, startsNow: true)
             next.showing = next.showing || showing
             next.urgent = next.urgent || !soon
             pipeline = .committing(token: token, next: next)

@@ -578,7 +578,7 @@ public actor DownloadSession {
         if !finalizing.isEmpty {
             // Committed, not shown: nobody sees `completed` before the file is in place, and a
             // crash from here on finds a completed row with its bytes and places them.
-            await settled(publish(showing: false, soon: soon))
+            await settled(publish(showing: false, soon: soon, awaited: true))
             var freed: [Action] = []
             for id in finalizing { freed += await finalize(id) }
             await perform(freed, soon: soon)
@@ -1051,10 +1051,10 @@ public actor DownloadSession {
     /// for meanwhile shares the next; `soon` (a transfer's event) lets the commit wait a few
     /// milliseconds for others and lets its snapshot be throttled on a long queue.
     @discardableResult
-    private func publish(showing: Bool = true, soon: Bool = false) -> UInt64 {
+    private func publish(showing: Bool = true, soon: Bool = false, awaited: Bool = false) -> UInt64 {
         // Stamped with the time of the change, not of the commit that takes it.
         takeHistory()
-        let (token, actions) = ledger.publish(showing: showing, soon: soon)
+        let (token, actions) = ledger.publish(showing: showing, soon: soon, awaited: awaited)
         carryOut(actions)
         return token
     }

@@ -265,6 +265,27 @@ import Testing
         #expect(now == [.commit(token: relaxed, after: .zero)])
     }
 
+    @Test func aCommitSomethingWaitsForStartsAtOnceAndIsStillThrottled() throws {
+        var l = ledger(), m = machine()
+        for index in 0..<2_000 { _ = try m.schedule(url: try #require(URL(string: "http://example.test/\(index)")), destination: .directory("/d")) }
+        _ = l.commitEnded(try commit(&l, &m), failure: nil, now: start)
+        // A transfer's event waits to be joined …
+        let (relaxed, waits) = l.publish(soon: true)
+        #expect(waits == [.commit(token: relaxed, after: .milliseconds(10))])
+        // … until a finished file waits for its row: the same commit, at once.
+        let (awaited, now) = l.publish(showing: false, soon: true, awaited: true)
+        #expect(awaited == relaxed)
+        #expect(now == [.commit(token: relaxed, after: .zero)])
+        #expect(l.publish(showing: false, soon: true, awaited: true).actions.isEmpty)
+        // Not a person's intent: on a long queue its snapshot is still throttled.
+        let begun = try #require(l.beginCommit(relaxed, machine: &m, journaled: true, bootID: nil, now: start + .milliseconds(1)))
+        #expect(!begun.commit.show)
+        // When idle, it starts at once.
+        _ = l.commitEnded(begun.commit, failure: nil, now: start + .milliseconds(2))
+        let (alone, atOnce) = l.publish(showing: false, soon: true, awaited: true)
+        #expect(atOnce == [.commit(token: alone, after: .zero)])
+    }
+
     @Test func whatIsAskedForDuringACommitSharesTheNextOne() throws {
         var l = ledger(), m = machine()
         let first = try commit(&l, &m)
