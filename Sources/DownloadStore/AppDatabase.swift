@@ -349,7 +349,7 @@ public struct AppDatabase: QueueJournal, Sendable {
         var touched: Set<Int64> = []
         for entry in entries {
             let key = entry.download.rawValue
-            try insert.execute(arguments: [key, entry.time, entry.kind.rawValue, entry.text, key])
+            try insert.execute(arguments: [key, StoredDate.text(entry.time), entry.kind.rawValue, entry.text, key])
             touched.insert(key)
         }
         // Everything older than the newest `keptPerDownload` goes: one indexed delete per download.

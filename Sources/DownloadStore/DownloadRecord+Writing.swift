@@ -1,10 +1,6 @@
+import DownloadCore
 import Foundation
 import GRDB
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 
 /// Writing a download row column by column, through one cached statement.
 ///
@@ -62,19 +58,6 @@ enum StoredDate {
     }
 
     static func text(_ date: Date) -> String {
-        // To the nearest millisecond, as GRDB's formatter rounds.
-        let total = Int64((date.timeIntervalSince1970 * 1000).rounded())
-        let (seconds, remainder) = total.quotientAndRemainder(dividingBy: 1000)
-        let milliseconds = remainder < 0 ? Int(remainder + 1000) : Int(remainder)
-        var time = time_t(remainder < 0 ? seconds - 1 : seconds)
-        var parts = tm()
-        gmtime_r(&time, &parts)
-        return pad(Int(parts.tm_year) + 1900, 4) + "-" + pad(Int(parts.tm_mon) + 1, 2) + "-" + pad(Int(parts.tm_mday), 2) + " "
-            + pad(Int(parts.tm_hour), 2) + ":" + pad(Int(parts.tm_min), 2) + ":" + pad(Int(parts.tm_sec), 2) + "." + pad(milliseconds, 3)
-    }
-
-    private static func pad(_ value: Int, _ width: Int) -> String {
-        let digits = String(value)
-        return digits.count >= width ? digits : String(repeating: "0", count: width - digits.count) + digits
+        Format.utc(date)
     }
 }

@@ -86,7 +86,7 @@ struct FileLogHandler: LogHandler {
         if let provided = metadataProvider?.get() { merged.merge(provided) { $1 } }
         if let extra = event.metadata { merged.merge(extra) { $1 } }
         let fields = merged.sorted { $0.key < $1.key }.map { "\($0.key)=\(TerminalText.sanitize($0.value.description))" }
-        let time = Date().formatted(.iso8601.year().month().day().time(includingFractionalSeconds: true).timeZone(separator: .omitted))
+        let time = Format.utc(Date(), separator: "T") + "Z"
         let parts = [time, "[\(getpid())]", event.level.rawValue, label + ":", TerminalText.sanitize(event.message.description)] + fields
         file.write(parts.joined(separator: " "))
     }

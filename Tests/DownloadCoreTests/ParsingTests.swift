@@ -132,6 +132,14 @@ import Testing
 }
 
 @Suite struct FormatTests {
+    @Test func utcTimesToTheNearestMillisecond() {
+        #expect(Format.utc(Date(timeIntervalSince1970: 0)) == "1970-01-01 00:00:00.000")
+        #expect(Format.utc(Date(timeIntervalSince1970: 1_764_000_000.123), separator: "T") == "2025-11-24T16:00:00.123")
+        #expect(Format.utc(Date(timeIntervalSince1970: 1_795_000_000.9996)) == "2026-11-18 11:06:41.000")
+        #expect(Format.utc(Date(timeIntervalSince1970: -1.25)) == "1969-12-31 23:59:58.750")
+        #expect(Format.utc(Date(timeIntervalSince1970: 951_782_400)) == "2000-02-29 00:00:00.000")
+    }
+
     @Test func bytes() {
         #expect(Format.bytes(0) == "0 B")
         #expect(Format.bytes(1023) == "1023 B")
