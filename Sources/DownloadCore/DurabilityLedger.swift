@@ -204,7 +204,8 @@ public struct DurabilityLedger: Sendable {
     /// to show at the same moment, when `show` says so). Nil when `token` already started (a wait
     /// cut short calls twice) or was never asked for.
     ///
-    /// `queueLength` sets how long a throttled snapshot waits; `now` is the owner's clock.
+    /// The queue's length (in `machine`) sets how long a throttled snapshot waits; `now` is the
+    /// owner's clock.
     public mutating func beginCommit(
         _ token: UInt64, machine: inout SessionStateMachine, journaled: Bool, bootID: String?, now: ContinuousClock.Instant
     ) -> (commit: Commit, actions: [Action])? {
