@@ -119,7 +119,10 @@ public struct AppDatabase: QueueJournal, Sendable {
         migrator.registerMigration("v2: requesters and boot checkpoints") { db in
             try db.create(table: "requester") { t in
                 t.autoIncrementedPrimaryKey("id")
-                t.belongsTo("download", onDelete: .cascade).notNull()
+                // What `belongsTo("download")` wrote, spelled out: GRDB derives that name through
+                // its inflection rules, whose regexes load ICU (about 5 MiB) on every new queue.
+                // A test holds the schema to the text this migration always wrote.
+                t.column("downloadId", .integer).notNull().indexed().references("download", onDelete: .cascade)
                 t.column("position", .integer).notNull()
                 t.column("destinationKind", .text).notNull()
                 t.column("destinationPath", .text).notNull()
@@ -199,7 +202,8 @@ public struct AppDatabase: QueueJournal, Sendable {
             // deleted with its row.
             try db.create(table: "history") { t in
                 t.autoIncrementedPrimaryKey("id")
-                t.belongsTo("download", onDelete: .cascade, indexed: false).notNull()
+                // `belongsTo("download", indexed: false)`, spelled out as in v2.
+                t.column("downloadId", .integer).notNull().references("download", onDelete: .cascade)
                 t.column("time", .datetime).notNull()
                 t.column("kind", .text).notNull()
                 t.column("text", .text).notNull()
@@ -295,16 +299,13 @@ public struct AppDatabase: QueueJournal, Sendable {
         for download in changes.saved {
             let key = download.id.rawValue
             highestID = max(highestID, key)
-            // Cached statements: a commit may save a thousand rows.
-            let existing = try Row.fetchOne(
-                db.cachedStatement(sql: "SELECT createdAt, completedAt, position FROM download WHERE id = ?"), arguments: [key]
-            )
-            let position = changes.positions[download.id] ?? existing?["position"] ?? 0
+            // Cached statements: a commit may save a thousand rows. The row keeps its creation
+            // time, its completion time while it stays completed, and its place unless given one.
+            let position = changes.positions[download.id]
             let record = DownloadRecord(
-                download, position: position, bootID: changes.bootID, synced: !changes.unsynced.contains(download.id), now: now,
-                createdAt: existing?["createdAt"], completedAt: existing?["completedAt"]
+                download, position: position ?? 0, bootID: changes.bootID, synced: !changes.unsynced.contains(download.id), now: now
             )
-            try record.upsert(db)
+            try record.upsert(db, keepingPosition: position == nil)
             try db.cachedStatement(sql: "DELETE FROM requester WHERE downloadId = ?").execute(arguments: [key])
             for (index, destination) in download.extraDestinations.enumerated() {
                 let (kind, path) = DownloadRecord.encode(destination)
@@ -383,8 +384,9 @@ public struct AppDatabase: QueueJournal, Sendable {
                 }
                 return rows.compactMap { row in
                     // A kind this version does not know (written by a newer haul) is left out.
-                    guard let kind = HistoryEntry.Kind(rawValue: row["kind"]) else { return nil }
-                    return HistoryEntry(download: DownloadID(row["downloadId"]), time: row["time"], kind: kind, text: row["text"])
+                    // So is one whose time cannot be read.
+                    guard let kind = HistoryEntry.Kind(rawValue: row["kind"]), let time = StoredDate.date(row, "time") else { return nil }
+                    return HistoryEntry(download: DownloadID(row["downloadId"]), time: time, kind: kind, text: row["text"])
                 }
             }
         } catch {

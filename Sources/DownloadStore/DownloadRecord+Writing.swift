@@ -36,23 +36,50 @@ extension DownloadRecord {
         for (name, value) in zip(Self.columnNames, values) { container[name] = value }
     }
 
-    /// Inserts the row, or replaces every column of the one with its id but `createdAt`.
+    /// Inserts the row, or replaces every column of the one with its id but three: `createdAt` stays;
+    /// `completedAt` stays while the row says completed; `position` stays when the last argument,
+    /// bound after the row's values, is true. Without a read of the row first.
     private static let upsertSQL: String = {
         let columns = columnNames.joined(separator: ", ")
         let marks = Array(repeating: "?", count: columnNames.count).joined(separator: ", ")
-        let updates = columnNames.filter { $0 != "id" && $0 != "createdAt" }.map { "\($0) = excluded.\($0)" }.joined(separator: ", ")
+        let updates = columnNames.compactMap { name -> String? in
+            switch name {
+            case "id", "createdAt": nil
+            case "completedAt": "completedAt = CASE WHEN excluded.completedAt IS NULL THEN NULL ELSE coalesce(download.completedAt, excluded.completedAt) END"
+            case "position": "position = CASE WHEN ? THEN download.position ELSE excluded.position END"
+            default: "\(name) = excluded.\(name)"
+            }
+        }.joined(separator: ", ")
         return "INSERT INTO download (\(columns)) VALUES (\(marks)) ON CONFLICT(id) DO UPDATE SET \(updates)"
     }()
 
-    /// Writes the row in the caller's transaction.
-    func upsert(_ db: Database) throws {
-        try db.cachedStatement(sql: Self.upsertSQL).execute(arguments: StatementArguments(values))
+    /// Writes the row in the caller's transaction; a row already stored keeps its place when
+    /// `keepingPosition`.
+    func upsert(_ db: Database, keepingPosition: Bool = false) throws {
+        try db.cachedStatement(sql: Self.upsertSQL).execute(arguments: StatementArguments(values + [keepingPosition]))
     }
 }
 
 /// A date as GRDB stores one (`yyyy-MM-dd HH:mm:ss.SSS` in UTC, to the nearest millisecond, as its
-/// formatter does), written without a `DateFormatter`: five dates a row, thousands of rows.
+/// formatter does), written without a `DateFormatter` and read without a `Calendar`: five dates a
+/// row, thousands of rows, and GRDB's reading goes through ICU's calendar (about 5 MiB of memory).
 enum StoredDate {
+    /// The date in `column`, nil for NULL. Text in the written form is read by `Format.utcDate`;
+    /// anything else (another form GRDB accepts, a number) by GRDB.
+    static func date(_ row: Row, _ column: String) -> Date? {
+        let value: DatabaseValue = row[column]
+        if case .string(let text) = value.storage, let date = Format.utcDate(text) { return date }
+        return Date.fromDatabaseValue(value)
+    }
+
+    /// The date in `column` of `download`'s row, which may not be missing.
+    static func required(_ row: Row, _ column: String, download: Int64) throws -> Date {
+        guard let date = date(row, column) else {
+            throw AppDatabase.Failure(description: "download \(download) in the queue database cannot be read (its \(column) is not a date)")
+        }
+        return date
+    }
+
     static func text(_ date: Date?) -> String? {
         date.map(text)
     }

@@ -111,7 +111,7 @@ extension DownloadRecord {
         guard let kind = StateKind(rawValue: stored) else { throw UnreadableState(id: id, stored: stored) }
         state = kind
         stateReason = row["stateReason"]
-        waitingUntil = row["waitingUntil"]
+        waitingUntil = StoredDate.date(row, "waitingUntil")
         position = row["position"]
         bytesOnDisk = row["bytesOnDisk"]
         totalBytes = row["totalBytes"]
@@ -130,7 +130,7 @@ extension DownloadRecord {
         lastStatus = row["lastStatus"]
         lastError = row["lastError"]
         failedAttempts = row["failedAttempts"]
-        lastActive = row["lastActive"]
+        lastActive = StoredDate.date(row, "lastActive")
         pausedByShutdown = row["pausedByShutdown"]
         requestHeaders = row["requestHeaders"]
         checksum = row["checksum"]
@@ -143,13 +143,14 @@ extension DownloadRecord {
         replacing = row["replacing"]
         hook = row["hook"]
         speedLimit = row["speedLimit"]
-        createdAt = row["createdAt"]
-        updatedAt = row["updatedAt"]
-        completedAt = row["completedAt"]
+        createdAt = try StoredDate.required(row, "createdAt", download: id)
+        updatedAt = try StoredDate.required(row, "updatedAt", download: id)
+        completedAt = StoredDate.date(row, "completedAt")
     }
 
-    /// The row for `download` at `position`; timestamps are the store's.
-    init(_ download: Download, position: Int, bootID: String?, synced: Bool, now: Date, createdAt: Date?, completedAt: Date?) {
+    /// The row for `download` at `position`, as new at `now` (`upsert` keeps a stored row's
+    /// creation and completion times).
+    init(_ download: Download, position: Int, bootID: String?, synced: Bool, now: Date) {
         id = download.id.rawValue
         url = download.url.absoluteString
         (destinationKind, destinationPath) = Self.encode(download.destination)
@@ -203,9 +204,9 @@ extension DownloadRecord {
             .map { String(decoding: $0, as: UTF8.self) }
         hook = download.hook?.encoded
         speedLimit = download.limit
-        self.createdAt = createdAt ?? now
+        createdAt = now
         updatedAt = now
-        self.completedAt = download.state == .completed ? (completedAt ?? now) : nil
+        completedAt = download.state == .completed ? now : nil
     }
 
     /// The download this row describes; nil when the row cannot be read back (a URL that no longer

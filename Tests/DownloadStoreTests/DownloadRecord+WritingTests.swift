@@ -1,3 +1,4 @@
+import DownloadCore
 @testable import DownloadStore
 import Foundation
 import GRDB
@@ -12,6 +13,103 @@ import Testing
         let columns = try queue.read { db in try db.columns(in: "download").map(\.name) }
         #expect(Set(columns) == Set(DownloadRecord.columnNames))
         #expect(columns.count == DownloadRecord.columnNames.count)
+    }
+
+    /// A row saved again keeps its creation time, its completion time while it stays completed, and
+    /// its place when the commit gives none; without reading the row first.
+    @Test func aSavedRowKeepsItsCreationCompletionAndPlace() throws {
+        let store = try StoreFixture()
+        let database = try AppDatabase.open(at: store.path)
+        var first = QueueChanges()
+        first.saved = [try store.download(1, .completed)]
+        first.positions = [DownloadID(1): 7]
+        try database.commit(first)
+        let old = "2020-01-02 03:04:05.678"
+        let raw = try DatabaseQueue(path: store.path)
+        try raw.write { db in try db.execute(sql: "UPDATE download SET createdAt = ?, completedAt = ? WHERE id = 1", arguments: [old, old]) }
+        func stored() throws -> Row? {
+            try raw.read { db in try Row.fetchOne(db, sql: "SELECT createdAt, completedAt, position FROM download WHERE id = 1") }
+        }
+
+        var again = QueueChanges()
+        again.saved = [try store.download(1, .completed)]
+        try database.commit(again)
+        var row = try #require(try stored())
+        #expect(row["createdAt"] as String == old)
+        #expect(row["completedAt"] as String? == old, "still completed: the first completion's time stays")
+        #expect(row["position"] as Int == 7, "no place given: the row keeps its own")
+
+        again.saved = [try store.download(1, .queued)]
+        again.positions = [DownloadID(1): 2]
+        try database.commit(again)
+        row = try #require(try stored())
+        #expect(row["createdAt"] as String == old)
+        #expect(row["completedAt"] as String? == nil, "queued again: no completion time")
+        #expect(row["position"] as Int == 2)
+
+        again.saved = [try store.download(1, .completed)]
+        again.positions = [:]
+        try database.commit(again)
+        row = try #require(try stored())
+        let completed = try #require(row["completedAt"] as String?)
+        #expect(completed != old, "completed anew: a new time")
+        #expect(row["position"] as Int == 2)
+        #expect(try database.loadQueue().downloads.map(\.state) == [.completed])
+    }
+
+    /// A shipped migration never changes what it writes: a new database gets, table by table and
+    /// index by index, the schema that every earlier haul wrote (recorded from the release build
+    /// of a5bf321, when v2 and v12 still said `belongsTo`).
+    @Test func aNewDatabaseHasTheSchemaEveryHaulWrote() throws {
+        let store = try StoreFixture()
+        _ = try AppDatabase.open(at: store.path)
+        let schema = try DatabaseQueue(path: store.path).read { db in
+            try Row.fetchAll(db, sql: "SELECT name, sql FROM sqlite_master WHERE sql IS NOT NULL ORDER BY name")
+                .map { ($0["name"] as String, $0["sql"] as String) }
+        }
+        let expected: [(String, String)] = [
+        ("download", #"CREATE TABLE "download" ("id" INTEGER PRIMARY KEY, "url" TEXT NOT NULL, "destinationKind" TEXT NOT NULL, "destinationPath" TEXT NOT NULL, "partPath" TEXT NOT NULL, "completedPath" TEXT, "state" TEXT NOT NULL, "stateReason" TEXT, "waitingUntil" DATETIME, "position" INTEGER NOT NULL, "bytesOnDisk" INTEGER NOT NULL DEFAULT 0, "totalBytes" INTEGER, "etag" TEXT, "lastModified" TEXT, "finalURL" TEXT, "serverFileName" TEXT, "resumeOffset" INTEGER, "resumeCount" INTEGER NOT NULL DEFAULT 0, "bytesSavedByResume" INTEGER NOT NULL DEFAULT 0, "unverifiedResume" BOOLEAN NOT NULL DEFAULT 0, "restartCount" INTEGER NOT NULL DEFAULT 0, "restartReason" TEXT, "lastStatus" INTEGER, "lastError" TEXT, "failedAttempts" INTEGER NOT NULL DEFAULT 0, "createdAt" DATETIME NOT NULL, "updatedAt" DATETIME NOT NULL, "completedAt" DATETIME, "checkpointBootID" TEXT, "pausedByShutdown" BOOLEAN NOT NULL DEFAULT 0, "requestHeaders" TEXT, "checksum" TEXT, "segments" TEXT, "connections" INTEGER NOT NULL DEFAULT 1, "checkpointSynced" BOOLEAN NOT NULL DEFAULT 1, "contentType" TEXT, "writtenSegments" TEXT, "completedStamps" TEXT, "replacing" TEXT, "overlapChecked" BOOLEAN NOT NULL DEFAULT 0, "hook" TEXT, "lastActive" DATETIME, "speedLimit" INTEGER)"#),
+        ("download_position", #"CREATE INDEX "download_position" ON "download"("position")"#),
+        ("grdb_migrations", #"CREATE TABLE grdb_migrations (identifier TEXT NOT NULL PRIMARY KEY)"#),
+        ("history", #"CREATE TABLE "history" ("id" INTEGER PRIMARY KEY AUTOINCREMENT, "downloadId" INTEGER NOT NULL REFERENCES "download"("id") ON DELETE CASCADE, "time" DATETIME NOT NULL, "kind" TEXT NOT NULL, "text" TEXT NOT NULL)"#),
+        ("history_download", #"CREATE INDEX "history_download" ON "history"("downloadId", "id")"#),
+        ("idSequence", #"CREATE TABLE "idSequence" ("name" TEXT PRIMARY KEY NOT NULL, "next" INTEGER NOT NULL)"#),
+        ("requester", #"CREATE TABLE "requester" ("id" INTEGER PRIMARY KEY AUTOINCREMENT, "downloadId" INTEGER NOT NULL REFERENCES "download"("id") ON DELETE CASCADE, "position" INTEGER NOT NULL, "destinationKind" TEXT NOT NULL, "destinationPath" TEXT NOT NULL, "completedPath" TEXT)"#),
+        ("requester_on_downloadId", #"CREATE INDEX "requester_on_downloadId" ON "requester"("downloadId")"#),
+        ("setting", #"CREATE TABLE "setting" ("key" TEXT PRIMARY KEY NOT NULL, "value" TEXT NOT NULL)"#),
+        ("sqlite_sequence", #"CREATE TABLE sqlite_sequence(name,seq)"#)
+        ]
+        #expect(schema.map(\.0) == expected.map(\.0))
+        for (name, sql) in expected {
+            #expect(schema.first { $0.0 == name }?.1 == sql, "table or index \(name)")
+        }
+    }
+
+    /// Dates are read back without GRDB's calendar, to the same instant GRDB reads.
+    @Test(arguments: [0, -1.25, 1_000_000_000.5, 1_795_000_000.999, 1_764_000_000.123, 253_402_300_799.999])
+    func datesReadBackAsGRDBReadsThem(_ interval: Double) throws {
+        let text = StoredDate.text(Date(timeIntervalSince1970: interval))
+        let ours = try #require(Format.utcDate(text))
+        let grdb = try #require(Date.fromDatabaseValue(text.databaseValue))
+        #expect(abs(ours.timeIntervalSince1970 - grdb.timeIntervalSince1970) < 1e-6, "\(text)")
+        #expect(abs(ours.timeIntervalSince1970 - interval) < 0.0005)
+        #expect(StoredDate.text(ours) == text)
+    }
+
+    /// Text in another form is left to GRDB, or read as no date: never a crash, never a wrong day.
+    @Test func otherDateTextIsNotReadAsOurs() throws {
+        for text in ["2026-02-31 00:00:00.000", "2026-13-01 00:00:00", "2026-01-01", "2026-01-01 24:00:00", "20260101 00:00:00.000",
+                     "2026-01-01 00:00:00.", "2026-01-01 00:00:00.1234567890", "2026-01-01 00:00:00+01:00", "soon"] {
+            #expect(Format.utcDate(text) == nil, "\(text)")
+        }
+        #expect(Format.utcDate("2026-11-24T10:27:16Z") == nil)
+        #expect(Format.utcDate("2026-11-24T10:27:16.5")?.timeIntervalSince1970 == 1_795_516_036.5)
+        let store = try StoreFixture()
+        let queue = try DatabaseQueue(path: store.path)
+        let row = try queue.read { db in try #require(try Row.fetchOne(db, sql: "SELECT '2026-01-01' AS d, 12 AS n, NULL AS z")) }
+        #expect(StoredDate.date(row, "d") == Date.fromDatabaseValue("2026-01-01".databaseValue), "a form GRDB reads")
+        #expect(StoredDate.date(row, "z") == nil)
+        #expect(StoredDate.date(row, "n") == Date.fromDatabaseValue(12.databaseValue))
     }
 
     /// Dates are written as GRDB writes them, so that they read back the same.
