@@ -68,7 +68,9 @@ public enum TerminalText {
 
     /// `text` with every control character (ESC of an escape sequence included) shown as `?`.
     public static func sanitize(_ text: String) -> String {
-        String(String.UnicodeScalarView(text.unicodeScalars.map { isControl($0) ? "?" : $0 }))
+        // Most text has nothing to replace: returned as it is, without a copy.
+        guard text.unicodeScalars.contains(where: isControl) else { return text }
+        return String(String.UnicodeScalarView(text.unicodeScalars.map { isControl($0) ? "?" : $0 }))
     }
 }
 

@@ -81,13 +81,18 @@ struct FileLogHandler: LogHandler {
         set { metadata[key] = newValue }
     }
 
+    /// `[pid]`, the same for every line.
+    private static let process = "[\(getpid())]"
+
     func log(event: LogEvent) {
         var merged = metadata
         if let provided = metadataProvider?.get() { merged.merge(provided) { $1 } }
         if let extra = event.metadata { merged.merge(extra) { $1 } }
-        let fields = merged.sorted { $0.key < $1.key }.map { "\($0.key)=\(TerminalText.sanitize($0.value.description))" }
-        let time = Format.utc(Date(), separator: "T") + "Z"
-        let parts = [time, "[\(getpid())]", event.level.rawValue, label + ":", TerminalText.sanitize(event.message.description)] + fields
-        file.write(parts.joined(separator: " "))
+        var line = Format.utc(Date(), separator: "T") + "Z " + Self.process + " " + event.level.rawValue + " " + label + ": "
+            + TerminalText.sanitize(event.message.description)
+        for (key, value) in merged.sorted(by: { $0.key < $1.key }) {
+            line += " " + key + "=" + TerminalText.sanitize(value.description)
+        }
+        file.write(line)
     }
 }
