@@ -7,8 +7,9 @@ import Foundation
 /// Changes to the queue made while no haul runs it (`haul add`, `pause`, `resume`, `cancel`,
 /// `remove`), through the same state machine a running session uses, committed in one transaction.
 ///
-/// Nothing transfers: added and resumed downloads stay queued until a haul runs the queue. When a
-/// haul runs it, the edit is refused and says so (that haul's keys do the same, live).
+/// Nothing transfers: added and resumed downloads stay queued until a haul runs the queue. The
+/// commands hand an edit to a running haul through its socket first; when a haul holds the queue
+/// without answering there, the edit is refused here and says so.
 struct QueueEditor {
     let store: OpenStore
     var machine: SessionStateMachine
