@@ -103,10 +103,10 @@ let package = Package(
             // - relative relocations packed (`pack-relative-relocs`, which needs lld and glibc 2.36):
             //   2.9 MiB of relocation records become 24 KiB.
             linkerSettings: [
-                // Foundation's own static parts, which only a module compiled with `-static-stdlib`
-                // names for the linker.
                 .unsafeFlags([
                     "-static-stdlib", "-use-ld=lld", "-Xlinker", "--no-export-dynamic", "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs",
+                    // Foundation's own static parts, which only a module compiled with
+                    // `-static-stdlib` names for the linker.
                     "-l_FoundationICU", "-lCoreFoundation", "-l_FoundationCShims", "-l_FoundationCollections",
                 ], .when(platforms: [.linux], configuration: .release)),
             ]

@@ -112,6 +112,21 @@ import Testing
         #expect(StoredDate.date(row, "n") == Date.fromDatabaseValue(12.databaseValue))
     }
 
+    /// A row whose creation time is not a date is a one-line failure naming the row, not a crash.
+    @Test func aRowWithoutItsCreationDateIsReportedNotACrash() throws {
+        let store = try StoreFixture()
+        let database = try AppDatabase.open(at: store.path)
+        var changes = QueueChanges()
+        changes.saved = [try store.download(4)]
+        try database.commit(changes)
+        try DatabaseQueue(path: store.path).write { db in try db.execute(sql: "UPDATE download SET createdAt = 'soon' WHERE id = 4") }
+        #expect {
+            _ = try AppDatabase.open(at: store.path).loadQueue()
+        } throws: { error in
+            "\(error)" == "download 4 in the queue database cannot be read (its createdAt is not a date)"
+        }
+    }
+
     /// Dates are written as GRDB writes them, so that they read back the same.
     @Test(arguments: [0, -1.25, 1_000_000_000.5, 1_795_000_000.9999, 1_795_000_000.0004, 1_764_000_000.123, 253_402_300_799.999])
     func datesAreWrittenAsGRDBWritesThem(_ interval: Double) {
