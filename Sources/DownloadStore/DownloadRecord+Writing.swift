@@ -55,7 +55,7 @@ extension DownloadRecord {
 
     /// Writes the row in the caller's transaction; a row already stored keeps its place when
     /// `keepingPosition`.
-    func upsert(_ db: Database, keepingPosition: Bool = false) throws {
+    func upsert(_ db: Database, keepingPosition: Bool) throws {
         try db.cachedStatement(sql: Self.upsertSQL).execute(arguments: StatementArguments(values + [keepingPosition]))
     }
 }
