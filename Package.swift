@@ -38,8 +38,12 @@ let package = Package(
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
+                // splice(2) for plain-http bodies (DirectStream).
+                "CSplice",
             ]
         ),
+        // The Linux calls Glibc's module leaves out (splice, pipe sizes): DirectStream's kernel copy.
+        .target(name: "CSplice"),
         // The durable queue: one AppDatabase facade over SQLite (WAL), the state directory and its lock.
         // The only GRDB user.
         .target(
@@ -131,6 +135,10 @@ let package = Package(
                 "DownloadStore",
                 "LoopbackServer",
                 "TestSupport",
+                // HTTPClientError, which DirectStream's errors share with the client's.
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
             ]
         ),
         .testTarget(

@@ -41,7 +41,7 @@ struct HTTPClients: Sendable {
     /// Per proxy, a client that reaches it with its own `CONNECT`.
     private let tunnelling: [ProxySettings.Server: HTTPClient]
     private let proxies: ProxySettings
-    private let connectTimeout: TimeAmount
+    let connectTimeout: TimeAmount
     private let bridges: Bridges
 
     init(_ settings: Settings) {

@@ -222,6 +222,35 @@ struct BodyRelay<HeadWaiter, BodyWaiter, Pause> {
         }
     }
 
+    /// A chunk of `count` bytes that is not in memory: it waits in a pipe, to be spliced into the
+    /// file (`DirectStream`). Taken as `received` takes one (clamped to the total or the part's
+    /// end), but never queued: the answer is the write of the granted bytes (no buffers; `count`
+    /// bytes to move from the pipe at `position`) or a stop. Only while relaying with nothing
+    /// queued (`flushQueue()` first); anything else stops the request.
+    mutating func receivedInPipe(_ count: Int) -> Received {
+        guard case .relaying(var relaying) = body, relaying.queuedBytes == 0 else { return .stop(SinkFull()) }
+        body = .dropped
+        defer { body = .relaying(relaying) }
+        if let stop = relaying.stop {
+            if case .failed(let failure) = stop { return .stop(failure) }
+            return .stop(SinkFull())
+        }
+        let offered = Int64(count)
+        let granted = Self.grant(offered, to: relaying)
+        relaying.accepted += granted
+        if granted < offered || Self.isFull(relaying) { relaying.stop = .full }
+        guard granted > 0 else { return .stop(SinkFull()) }
+        return .write(Write(descriptor: relaying.descriptor, position: relaying.position, buffers: [], count: Int(granted), ownLast: false, took: Int(granted)))
+    }
+
+    /// What waits in the queue, to be written now (before a splice, or when the stream waits).
+    mutating func flushQueue() -> Write? {
+        guard case .relaying(var relaying) = body, relaying.queuedBytes > 0, !isEnded else { return nil }
+        let write = Self.takeWrite(&relaying, took: 0)
+        body = .relaying(relaying)
+        return write
+    }
+
     /// Reading is paused until `pause` completes (see `Received.pause`).
     mutating func paused(_ pause: Pause) {
         guard case .holding(var holding) = body else { return }
@@ -435,6 +464,12 @@ struct BodyRelay<HeadWaiter, BodyWaiter, Pause> {
         return true
     }
 
+    /// Whether bytes wait in the queue for a write.
+    var hasQueued: Bool {
+        if case .relaying(let relaying) = body { return relaying.queuedBytes > 0 }
+        return false
+    }
+
     /// Where the next byte would go once everything queued is written; nil before `relay(to:)`.
     var position: Int64? {
         if case .relaying(let relaying) = body { return relaying.accepted }
@@ -470,16 +505,7 @@ struct BodyRelay<HeadWaiter, BodyWaiter, Pause> {
             return .stop(SinkFull())
         }
         let offered = Int64(chunk.readableBytes)
-        let granted: Int64
-        switch relaying.limit {
-        case .part(let board, let part):
-            let accepted = relaying.accepted
-            granted = board.withBoard { $0.reserve(part: part, at: accepted, count: offered) }
-        case .total(let total?):
-            granted = max(0, min(offered, total - relaying.accepted))
-        case .total(nil):
-            granted = offered
-        }
+        let granted = grant(offered, to: relaying)
         if granted > 0 {
             let taken = granted < offered ? chunk.getSlice(at: chunk.readerIndex, length: Int(granted)) ?? ByteBuffer() : chunk
             queue(taken, into: &relaying)
@@ -494,6 +520,20 @@ struct BodyRelay<HeadWaiter, BodyWaiter, Pause> {
             return .write(takeWrite(&relaying, took: Int(granted)))
         }
         return .readOn(took: Int(granted), wake: nil)
+    }
+
+    /// How many of `offered` bytes the sink takes next: up to the total, or what the board grants
+    /// the part.
+    private static func grant(_ offered: Int64, to relaying: Relaying) -> Int64 {
+        switch relaying.limit {
+        case .part(let board, let part):
+            let accepted = relaying.accepted
+            return board.withBoard { $0.reserve(part: part, at: accepted, count: offered) }
+        case .total(let total?):
+            return max(0, min(offered, total - relaying.accepted))
+        case .total(nil):
+            return offered
+        }
     }
 
     /// Queues `chunk`: a large one as it is, a small one copied into our own buffer (so a slow

@@ -73,6 +73,9 @@ extension Transfer {
             return "connection closed by the server mid-response"
         }
         if error is CancellationError { return "interrupted" }
+        #if os(Linux)
+        if error is DirectStream.HostNotFound { return "host name not found" }
+        #endif
         // Never a library's type name or build path: the log file keeps the detail.
         return "network error"
     }

@@ -15,18 +15,40 @@ extension Transfer {
     /// and wget send it again on a new connection. The closed connection has left the pool by then,
     /// so the second request gets a fresh one. Only once: a server that closes every connection
     /// unanswered is a failure of the attempt, retried with backoff.
-    func response(to url: URL, range: ClosedRange<Int64>?, ifRange: String?) async throws -> (ResponseStream, HTTPResponseHead, URL?) {
-        guard let route = clients.route(for: url) else {
+    ///
+    /// Plain http without a proxy goes on a socket of haul's own (`DirectStream`); the rest through
+    /// AsyncHTTPClient, by the route `HTTPClients` gives it.
+    func response(to url: URL, range: ClosedRange<Int64>?, ifRange: String?) async throws -> (any ResponseBody, HTTPResponseHead, URL?) {
+        #if os(Linux)
+        let direct = DirectStream.carries(url, proxy: clients.proxy(for: url))
+        #else
+        let direct = false
+        #endif
+        let route = direct ? nil : clients.route(for: url)
+        if !direct, route == nil {
             throw Refused(reason: "cannot request \(url.redactingPassword): no loopback port for the bridge that sends its target as written")
         }
         var resent = false
         while true {
-            let stream = ResponseStream(progress: progress, throttle: throttle, stallTimeout: stallTimeout)
-            stream.start(try request(url, range: range, ifRange: ifRange, setsTarget: route.setsTarget), on: route.client, headTimeout: headTimeout)
+            let stream: any ResponseBody
+            var setsTarget = false
+            if let route {
+                let client = ResponseStream(progress: progress, throttle: throttle, stallTimeout: stallTimeout)
+                client.start(try request(url, range: range, ifRange: ifRange, setsTarget: route.setsTarget), on: route.client, headTimeout: headTimeout)
+                stream = client
+                setsTarget = route.setsTarget
+            } else {
+                #if os(Linux)
+                let timeouts = DirectStream.Timeouts(connect: clients.connectTimeout, head: headTimeout, stall: stallTimeout)
+                stream = DirectStream(url: Self.withoutCredentials(url), headers: try request(url, range: range, ifRange: ifRange).headers, progress: progress, throttle: throttle, timeouts: timeouts)
+                #else
+                preconditionFailure("DirectStream is Linux only")
+                #endif
+            }
             do {
                 let (head, answered) = try await stream.head()
                 // The client asked for the placeholder; the answer is the URL's.
-                return (stream, head, route.setsTarget ? Self.withoutCredentials(url) : answered)
+                return (stream, head, setsTarget ? Self.withoutCredentials(url) : answered)
             } catch {
                 stream.cancel()
                 if !resent, !Task.isCancelled, Self.closedBeforeResponse(error) {
@@ -36,6 +58,7 @@ extension Transfer {
                 if resent, Self.closedBeforeResponse(error), await speaksTLSInstead(url) {
                     throw WrongProtocol()
                 }
+                guard let route else { throw error }
                 throw await explaining(error, for: url, route: route) ?? error
             }
         }

@@ -358,7 +358,7 @@ struct Transfer: Sendable {
 
     /// Puts the first bytes of `stream` (a new version, from zero) in place of the part file,
     /// durably; the stream still writes them, at 0, when it is written out.
-    private func replacePartFile(_ attempt: inout Attempt, with stream: ResponseStream) async throws {
+    private func replacePartFile(_ attempt: inout Attempt, with stream: any ResponseBody) async throws {
         let first = try await stream.early(Self.restartProofBytes)
         // The descriptor open now is the old file's; the next `open()` finds the new one.
         attempt.file?.close()
@@ -367,7 +367,7 @@ struct Transfer: Sendable {
     }
 
     /// Streams a body accepted at `offset` into the file, then decides how the attempt ended.
-    private func writeFrontToBack(_ stream: ResponseStream, into file: PartFile, from offset: Int64, total: Int64?, progressed: @autoclosure () -> Bool) async throws -> Outcome {
+    private func writeFrontToBack(_ stream: any ResponseBody, into file: PartFile, from offset: Int64, total: Int64?, progressed: @autoclosure () -> Bool) async throws -> Outcome {
         do {
             defer { file.wrote(upTo: stream.position ?? offset) }
             _ = try await stream.write(into: .prefix(descriptor: file.descriptor, path: file.path, position: offset, total: total))
@@ -427,7 +427,7 @@ struct Transfer: Sendable {
         case failed(Outcome)
         /// The resource changed: the whole file starts over, with `fresh` (a 200 carrying the new
         /// version, its head already read) when there is one.
-        case restart(reason: String, fresh: ResponseStream?)
+        case restart(reason: String, fresh: (any ResponseBody)?)
     }
 
     /// Resumes a segmented file: every part with bytes left, each request with `If-Range`.
@@ -461,10 +461,10 @@ struct Transfer: Sendable {
 
     /// Runs `1 + extraConnections` connections over the parts until none is left or one fails the
     /// file; the first connection starts with `first`, a response already streaming part 0.
-    private func runParts(_ attempt: inout Attempt, file: PartFile, context: PartsContext, first: ResponseStream?, extraConnections: Int) async throws -> Outcome {
+    private func runParts(_ attempt: inout Attempt, file: PartFile, context: PartsContext, first: (any ResponseBody)?, extraConnections: Int) async throws -> Outcome {
         let responded = Once()
         if context.respondedAlready { _ = responded.claim() }
-        var restart: (reason: String, fresh: ResponseStream?)?
+        var restart: (reason: String, fresh: (any ResponseBody)?)?
         var stop: Outcome?
         var failure: Outcome?
         await withTaskGroup(of: ConnectionEnd.self) { group in
@@ -518,7 +518,7 @@ struct Transfer: Sendable {
 
     /// One connection: its first response (if any), then one part after another (taking half of the
     /// largest remainder when no part is free) until nothing is worth a request.
-    private func connection(_ index: Int, first: ResponseStream?, context: PartsContext, responded: Once) async -> ConnectionEnd {
+    private func connection(_ index: Int, first: (any ResponseBody)?, context: PartsContext, responded: Once) async -> ConnectionEnd {
         let board = context.board
         if index > 0 { progress.connections.add(1, ordering: .relaxed) }
         defer { if index > 0 { progress.connections.subtract(1, ordering: .relaxed) } }
@@ -534,7 +534,7 @@ struct Transfer: Sendable {
         while !Task.isCancelled, let claim = board.withBoard({ $0.claim(for: index) }) {
             // However this part ends, its unwritten reservation goes back before the next claim.
             defer { board.withBoard { $0.release(part: claim.part) } }
-            let opened: (ResponseStream, HTTPResponseHead, URL)
+            let opened: (any ResponseBody, HTTPResponseHead, URL)
             do {
                 opened = try await open(range: claim.from...(claim.to - 1), ifRange: context.validators.ifRange)
             } catch {
@@ -583,7 +583,7 @@ struct Transfer: Sendable {
 
     /// Throws the parts away and fetches the file again from zero, front to back: with `fresh`, the
     /// 200 that already carries the new version, else with a new request.
-    private func restartWhole(_ attempt: inout Attempt, reason: String, fresh: ResponseStream?) async throws -> Outcome {
+    private func restartWhole(_ attempt: inout Attempt, reason: String, fresh: (any ResponseBody)?) async throws -> Outcome {
         // The store forgets the parts before the file loses them; no record of written parts may
         // come after it (they are read from the board).
         progress.board = nil
@@ -632,7 +632,7 @@ struct Transfer: Sendable {
     ///
     /// Redirects are followed here, each hop with the same range and validator, and each checked
     /// (`Redirects.decide`): a refused hop fails the download with its reason.
-    private func open(range: ClosedRange<Int64>?, ifRange: String?) async throws -> (ResponseStream, HTTPResponseHead, URL) {
+    private func open(range: ClosedRange<Int64>?, ifRange: String?) async throws -> (any ResponseBody, HTTPResponseHead, URL) {
         var url = order.url
         var visited = [url]
         while true {

@@ -288,7 +288,13 @@ public final class LoopbackServer: Sendable {
                         guard let requestHead = head else { continue }
                         head = nil
                         let (keepAlive, closeAfter) = try await respond(to: requestHead, outbound: outbound, channel: channel)
-                        if !keepAlive || !requestHead.isKeepAlive { return }
+                        if !keepAlive || !requestHead.isKeepAlive {
+                            // Closing only the output first waits for the body's pending writes,
+                            // which the full close that follows would drop (a client that asked
+                            // for `Connection: close` got a cut body).
+                            try? await channel.close(mode: .output)
+                            return
+                        }
                         closeOnNextRequest = closeAfter
                     }
                 }

@@ -420,6 +420,112 @@ import Glibc
         }
         #expect(relay.position == end)
     }
+
+    // MARK: Bytes in a pipe (DirectStream's splice)
+
+    @Test func bytesInAPipeAreWrittenAtOnceWithoutBuffers() {
+        var relay = Relay()
+        _ = relay.relay(to: Self.prefix(at: 10, total: nil))
+        guard case .write(let write) = relay.receivedInPipe(1 << 20) else {
+            Issue.record("a splice is written at once, never queued")
+            return
+        }
+        #expect(write.buffers.isEmpty && write.count == 1 << 20 && write.position == 10 && write.took == 1 << 20)
+        #expect(relay.position == Int64(10 + (1 << 20)), "taken")
+        let (next, progress) = relay.wrote(write, written: 1 << 20, error: nil)
+        guard case .readOn(let took, _) = next else {
+            Issue.record("read on")
+            return
+        }
+        #expect(took == 1 << 20, "the rate limit counts the spliced bytes")
+        #expect(progress == .at(10 + (1 << 20)))
+    }
+
+    @Test func bytesInAPipeAreClampedToTheTotalAndStopTheRequest() {
+        var relay = Relay()
+        _ = relay.relay(to: Self.prefix(at: 0, total: 100))
+        guard case .write(let write) = relay.receivedInPipe(300) else {
+            Issue.record("what fits is written")
+            return
+        }
+        #expect(write.count == 100, "the 200 past the total stay in the pipe, for nobody")
+        guard case .stop(let error) = relay.wrote(write, written: 100, error: nil).0 else {
+            Issue.record("full: the request stops")
+            return
+        }
+        #expect(error is SinkFull)
+        guard case .stop = relay.receivedInPipe(5) else {
+            Issue.record("nothing more is taken")
+            return
+        }
+        #expect((try? relay.outcome(taskError: SinkFull()).get()) == .sinkFull)
+    }
+
+    @Test func aFailedSpliceStopsWhereTheFileEnds() {
+        var relay = Relay()
+        _ = relay.relay(to: Self.prefix(at: 0))
+        guard case .write(let write) = relay.receivedInPipe(4096) else {
+            Issue.record("written")
+            return
+        }
+        let (next, progress) = relay.wrote(write, written: 1000, error: ENOSPC)
+        guard case .stop(let error) = next, (error as? PartFile.Failure)?.isOutOfSpace == true else {
+            Issue.record("the write failure stops the request")
+            return
+        }
+        #expect(progress == .at(1000))
+        #expect(relay.position == 1000, "bytes not written are no longer taken")
+    }
+
+    @Test func aPipeIsNeverTakenWhileBytesAreHeldOrQueued() throws {
+        var relay = Relay()
+        guard case .stop = relay.receivedInPipe(10) else {
+            Issue.record("no sink yet: the stream reads into memory instead")
+            return
+        }
+        relay = Relay()
+        _ = relay.relay(to: Self.prefix(at: 0))
+        _ = relay.received(Self.chunk(100))
+        #expect(relay.hasQueued)
+        guard case .stop = relay.receivedInPipe(10) else {
+            Issue.record("queued bytes go first: spliced bytes would land before them")
+            return
+        }
+        var queued = Relay()
+        _ = queued.relay(to: Self.prefix(at: 0))
+        _ = queued.received(Self.chunk(100))
+        let flushed = queued.flushQueue()
+        let flush = try #require(flushed)
+        #expect(flush.count == 100 && flush.position == 0)
+        _ = queued.wrote(flush, written: 100, error: nil)
+        #expect(!queued.hasQueued)
+        guard case .write(let write) = queued.receivedInPipe(10) else {
+            Issue.record("then the pipe's bytes follow")
+            return
+        }
+        #expect(write.position == 100)
+        let again = queued.flushQueue()
+        #expect(again == nil, "nothing waits")
+    }
+
+    @Test func aPartTakesFromAPipeWhatTheBoardGrants() {
+        let board = SharedBoard([Segment(start: 0, next: 0, end: 100), Segment(start: 100, next: 100, end: 200)])
+        board.withBoard { $0.assign(part: 1, to: 0) }
+        var relay = Relay()
+        _ = relay.relay(to: .part(descriptor: 3, path: "/tmp/x.part", board: board, part: 1, position: 100))
+        guard case .write(let write) = relay.receivedInPipe(150) else {
+            Issue.record("granted up to the part's end")
+            return
+        }
+        #expect(write.position == 100 && write.count == 100)
+        #expect(board.withBoard { $0.parts[1].reserved } == 200)
+        let (next, progress) = relay.wrote(write, written: 100, error: nil)
+        #expect(progress == .added(100))
+        guard case .stop = next else {
+            Issue.record("the part is full")
+            return
+        }
+    }
 }
 
 /// `ResponseStream.gather`: slices of several buffers reach a real file in order, with one

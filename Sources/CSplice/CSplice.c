@@ -1,0 +1,42 @@
+#define _GNU_SOURCE
+#include "CSplice.h"
+#include <errno.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+ssize_t haul_splice(int in, int out, int64_t *out_offset, size_t length, int nonblocking) {
+#ifdef __linux__
+    loff_t offset = out_offset ? (loff_t)*out_offset : 0;
+    unsigned flags = SPLICE_F_MOVE | (nonblocking ? SPLICE_F_NONBLOCK : 0);
+    ssize_t moved = splice(in, NULL, out, out_offset ? &offset : NULL, length, flags);
+    if (out_offset) *out_offset = (int64_t)offset;
+    return moved;
+#else
+    (void)in; (void)out; (void)out_offset; (void)length; (void)nonblocking;
+    errno = ENOSYS;
+    return -1;
+#endif
+}
+
+int haul_set_pipe_size(int pipe, int size) {
+#ifdef __linux__
+    return fcntl(pipe, F_SETPIPE_SZ, size);
+#else
+    (void)pipe; (void)size;
+    errno = ENOSYS;
+    return -1;
+#endif
+}
+
+int haul_pipe(int fds[2]) {
+#ifdef __linux__
+    return pipe2(fds, O_CLOEXEC | O_NONBLOCK);
+#else
+    int result = pipe(fds);
+    if (result == 0) {
+        fcntl(fds[0], F_SETFD, FD_CLOEXEC); fcntl(fds[1], F_SETFD, FD_CLOEXEC);
+        fcntl(fds[0], F_SETFL, O_NONBLOCK); fcntl(fds[1], F_SETFL, O_NONBLOCK);
+    }
+    return result;
+#endif
+}

@@ -1,0 +1,16 @@
+// The Linux calls Swift's Glibc module leaves out (they need _GNU_SOURCE): moving bytes from a
+// socket to a file inside the kernel through a pipe. Elsewhere they fail with ENOSYS.
+#pragma once
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+// splice(2): up to `length` bytes from `in` to `out`; `out_offset` (may be NULL) is the file
+// offset to write at, advanced by what was moved.
+ssize_t haul_splice(int in, int out, int64_t *out_offset, size_t length, int nonblocking);
+
+// fcntl(F_SETPIPE_SZ): the pipe's capacity; returns the size set, or -1.
+int haul_set_pipe_size(int pipe, int size);
+
+// pipe2(O_CLOEXEC | O_NONBLOCK).
+int haul_pipe(int fds[2]);

@@ -1,0 +1,672 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import AsyncHTTPClient
+import CSplice
+import DownloadCore
+import Foundation
+import NIOCore
+import NIOHTTP1
+import Synchronization
+
+#if os(Linux)
+/// One GET over plain http without a proxy, on a socket of haul's own and a thread of its own:
+/// once the transfer says where the body goes, its bytes move from the socket into the part file
+/// inside the kernel (`splice` through a pipe), never copied through haul's memory.
+///
+/// That copy is what a download mostly costs (issue 20's profile: copying out of the socket was
+/// a third of one big file's CPU); https and proxies keep AsyncHTTPClient (`ResponseStream`).
+/// What happens to the response is decided by the same `BodyRelay` as there: the head, the early
+/// bytes held in memory, the clamp to the total or the part's end, the rate limits, the stall
+/// watch. A chunked body, and the bytes before the sink is known, are read into memory as there.
+///
+/// Every wait is a `poll` on the socket and a wake pipe, so `cancel()` and the transfer's
+/// decisions reach the thread at once; nothing else ever blocks it, but the name lookup.
+final class DirectStream: ResponseBody {
+    typealias Relay = BodyRelay<CheckedContinuation<HTTPResponseHead, any Error>, CheckedContinuation<Void, any Error>, Paused>
+
+    /// A pause of reading (too many bytes held): the thread waits until the relay lets it go.
+    struct Paused: Sendable {}
+
+    /// A host name that does not resolve.
+    struct HostNotFound: Error {}
+
+    struct Timeouts: Sendable {
+        var connect: TimeAmount
+        /// From the start to the response head.
+        var head: TimeAmount
+        /// No byte for this long, while the stream is ready for more.
+        var stall: TimeAmount
+    }
+
+    private struct State {
+        var relay = Relay()
+        /// Reading waits for the relay (a pause it has not let go yet).
+        var paused = false
+        /// The transfer stopped the request, or the sink took all it wanted.
+        var stop: (any Error)?
+        /// The thread ended, with this error (nil: the body finished); nil while it runs.
+        var finished: Result<Void, any Error>?
+        var finishWaiters: [CheckedContinuation<Void, Never>] = []
+    }
+
+    /// Bytes moved with one splice: the pipe's size.
+    static let spliceSize = 1 << 20
+    /// Bytes read at once into memory (the head, held bytes, chunked bodies).
+    static let readSize = 256 << 10
+
+    private let state = Mutex(State())
+    private let progress: TransferProgress
+    private let throttle: Throttle
+    private let timeouts: Timeouts
+    private let url: URL
+    /// The wake pipe: written by whoever wants the thread to look at the state again.
+    private let wake: (read: Int32, write: Int32)
+
+    /// Starts the request for `url` (plain http; `headers` as the transfer built them).
+    init(url: URL, headers: HTTPHeaders, progress: TransferProgress, throttle: Throttle, timeouts: Timeouts) {
+        self.url = url
+        self.progress = progress
+        self.throttle = throttle
+        self.timeouts = timeouts
+        var fds: [Int32] = [-1, -1]
+        if haul_pipe(&fds) != 0 { fds = [-1, -1] }
+        wake = (fds[0], fds[1])
+        let request = Self.request(url, headers: headers)
+        let thread = Thread { [self] in run(request: request) }
+        thread.name = "haul-direct"
+        thread.start()
+    }
+
+    deinit {
+        if wake.read >= 0 { close(wake.read) }
+        if wake.write >= 0 { close(wake.write) }
+    }
+
+    /// Whether a request for `url` goes this way: plain http, no proxy.
+    static func carries(_ url: URL, proxy: ProxySettings.Server?) -> Bool {
+        proxy == nil && url.scheme?.lowercased() == "http" && url.host.map { !$0.isEmpty } == true
+    }
+
+    /// The request's bytes: the target exactly as the URL writes it (`/caf%E9.bin` too), `Host`
+    /// as AsyncHTTPClient writes it, the transfer's headers, and `Connection: close`.
+    static func request(_ url: URL, headers: HTTPHeaders) -> [UInt8] {
+        var text = "GET \(RequestTarget.expected(url)) HTTP/1.1\r\n"
+        if !headers.contains(name: "Host") { text += "Host: \(RequestTarget.authority(url))\r\n" }
+        for (name, value) in headers {
+            text += "\(name): \(value)\r\n"
+        }
+        text += "Connection: close\r\n\r\n"
+        return Array(text.utf8)
+    }
+
+    // MARK: What the transfer calls
+
+    func head() async throws -> (HTTPResponseHead, URL?) {
+        let head = try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<HTTPResponseHead, any Error>) in
+                if let ready = state.withLock({ $0.relay.awaitHead(continuation) }) { continuation.resume(with: ready) }
+            }
+        } onCancel: {
+            cancel()
+        }
+        return (head, Transfer.withoutCredentials(url))
+    }
+
+    func early(_ count: Int) async throws -> [UInt8] {
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                if let ready = state.withLock({ $0.relay.awaitEarly(count, continuation) }) { continuation.resume(with: ready) }
+            }
+        } onCancel: {
+            cancel()
+        }
+        return state.withLock { $0.relay.earlyBytes(count) }
+    }
+
+    func write(into sink: BodySink) async throws -> ResponseStream.End {
+        state.withLock { state in
+            let start = state.relay.relay(to: sink)
+            var stop = start.stopRequest
+            if let write = start.write, case .stop = Self.perform(write, &state.relay, progress) { stop = true }
+            if stop, state.stop == nil { state.stop = SinkFull() }
+            if start.resume != nil { state.paused = false }
+        }
+        signal()
+        let error = await withTaskCancellationHandler {
+            await finished()
+        } onCancel: {
+            cancel()
+        }
+        return try state.withLock { $0.relay.outcome(taskError: error) }.get()
+    }
+
+    func discard() {
+        state.withLock { state in
+            if state.relay.drop() != nil { state.paused = false }
+        }
+        cancel()
+    }
+
+    func cancel() {
+        state.withLock { state in
+            _ = state.relay.cancel()
+            if state.stop == nil { state.stop = HTTPClientError.cancelled }
+        }
+        signal()
+    }
+
+    var position: Int64? {
+        state.withLock { $0.relay.position }
+    }
+
+    /// Waits for the thread's end: its error, nil when the body finished.
+    private func finished() async -> (any Error)? {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let done = state.withLock { state -> Bool in
+                if state.finished != nil { return true }
+                state.finishWaiters.append(continuation)
+                return false
+            }
+            if done { continuation.resume() }
+        }
+        return state.withLock { state in
+            if case .failure(let error) = state.finished { return error }
+            return nil
+        }
+    }
+
+    // MARK: The thread
+
+    private func run(request: [UInt8]) {
+        var socket: Int32 = -1
+        var error: (any Error)?
+        do {
+            guard wake.read >= 0 else { throw IOError(errnoCode: errno, reason: "pipe") }
+            let start = NIODeadline.now()
+            let headDeadline = start + timeouts.head
+            socket = try connect(deadline: start + timeouts.connect, headDeadline: headDeadline)
+            try send(request, on: socket, deadline: headDeadline)
+            let (head, rest) = try readHead(socket, deadline: headDeadline)
+            let waiter = state.withLock { state -> CheckedContinuation<HTTPResponseHead, any Error>? in
+                guard case .settled(let waiter) = state.relay.headArrived(head.response) else { return nil }
+                return waiter
+            }
+            waiter?.resume(returning: head.response)
+            try body(socket, framing: head.framing, rest: rest)
+        } catch let caught {
+            error = caught
+        }
+        if socket >= 0 { close(socket) }
+        closePipe()
+        finish(error)
+    }
+
+    /// The request ended (`error`: how; nil when the body finished): every byte taken reaches the
+    /// file, and whoever waits hears.
+    private func finish(_ error: (any Error)?) {
+        let (end, early, waiters) = state.withLock { state in
+            let end = state.relay.ended(error)
+            if let write = end.write { _ = Self.perform(write, &state.relay, progress) }
+            state.finished = error.map { .failure($0) } ?? .success(())
+            let waiters = state.finishWaiters
+            state.finishWaiters = []
+            return (end, state.relay.wakeEarly(), waiters)
+        }
+        end.failHead?.resume(throwing: error ?? HTTPClientError.remoteConnectionClosed)
+        if let (waiter, ready) = early { waiter.resume(with: ready) }
+        for waiter in waiters { waiter.resume() }
+    }
+
+    /// Opens a connection to the URL's host and port, trying each address it resolves to in turn.
+    private func connect(deadline: NIODeadline, headDeadline: NIODeadline) throws -> Int32 {
+        var host = url.host ?? ""
+        if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        let port = url.port ?? 80
+        var hints = addrinfo()
+        hints.ai_family = AF_UNSPEC
+        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        var found: UnsafeMutablePointer<addrinfo>?
+        guard getaddrinfo(host, String(port), &hints, &found) == 0, let first = found else { throw HostNotFound() }
+        defer { freeaddrinfo(found) }
+        var lastError = ECONNREFUSED
+        var next: UnsafeMutablePointer<addrinfo>? = first
+        while let info = next {
+            next = info.pointee.ai_next
+            let fd = Glibc.socket(info.pointee.ai_family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+            guard fd >= 0 else {
+                lastError = errno
+                continue
+            }
+            if Glibc.connect(fd, info.pointee.ai_addr, info.pointee.ai_addrlen) == 0 { return fd }
+            guard errno == EINPROGRESS else {
+                lastError = errno
+                close(fd)
+                continue
+            }
+            do {
+                guard try waitFor(fd, events: POLLOUT, until: min(deadline, headDeadline)) else {
+                    throw deadline <= headDeadline ? HTTPClientError.connectTimeout : HTTPClientError.deadlineExceeded
+                }
+            } catch {
+                close(fd)
+                throw error
+            }
+            var code: Int32 = 0
+            var length = socklen_t(MemoryLayout<Int32>.size)
+            getsockopt(fd, SOL_SOCKET, SO_ERROR, &code, &length)
+            if code == 0 { return fd }
+            lastError = code
+            close(fd)
+        }
+        throw IOError(errnoCode: lastError, reason: "connect")
+    }
+
+    private func send(_ request: [UInt8], on socket: Int32, deadline: NIODeadline) throws {
+        var sent = 0
+        while sent < request.count {
+            let result = request.withUnsafeBytes { bytes in
+                Glibc.send(socket, bytes.baseAddress.map { $0 + sent }, request.count - sent, Int32(MSG_NOSIGNAL))
+            }
+            if result > 0 {
+                sent += result
+            } else if result < 0, errno == EAGAIN || errno == EINTR {
+                guard try waitFor(socket, events: POLLOUT, until: deadline) else { throw HTTPClientError.deadlineExceeded }
+            } else {
+                throw IOError(errnoCode: result < 0 ? errno : EPIPE, reason: "send")
+            }
+        }
+    }
+
+    private struct Head {
+        var response: HTTPResponseHead
+        var framing: HTTPWire.Framing
+    }
+
+    /// Reads until the response head is complete; returns it and the body bytes read with it.
+    private func readHead(_ socket: Int32, deadline: NIODeadline) throws -> (Head, [UInt8]) {
+        var bytes: [UInt8] = []
+        while true {
+            guard try waitFor(socket, events: POLLIN, until: deadline) else { throw HTTPClientError.deadlineExceeded }
+            var chunk = [UInt8](repeating: 0, count: 64 << 10)
+            let count = chunk.withUnsafeMutableBytes { read(socket, $0.baseAddress, $0.count) }
+            if count < 0 {
+                if errno == EAGAIN || errno == EINTR { continue }
+                throw IOError(errnoCode: errno, reason: "read")
+            }
+            // Closed with nothing said, or half a head: as AsyncHTTPClient says either.
+            if count == 0 { throw bytes.isEmpty ? HTTPClientError.remoteConnectionClosed : HTTPParserError.invalidEOFState }
+            bytes += chunk[0..<count]
+            let parsed: (head: HTTPWire.Head, length: Int)?
+            do {
+                parsed = try HTTPWire.parseHead(bytes)
+            } catch {
+                throw Self.parserError(error)
+            }
+            guard let (wire, length) = parsed else { continue }
+            var headers = HTTPHeaders()
+            for field in wire.fields { headers.add(name: field.name, value: field.value) }
+            let response = HTTPResponseHead(
+                version: HTTPVersion(major: wire.major, minor: wire.minor),
+                status: HTTPResponseStatus(statusCode: wire.status, reasonPhrase: wire.reason),
+                headers: headers
+            )
+            return (Head(response: response, framing: wire.framing), Array(bytes[length...]))
+        }
+    }
+
+    /// NIO's parser error for the same fault, so a server gets the same words either way.
+    static func parserError(_ failure: HTTPWire.Failure) -> HTTPParserError {
+        switch failure {
+        case .notHTTP: .invalidConstant
+        case .invalidHeader: .invalidHeaderToken
+        case .invalidContentLength: .invalidContentLength
+        case .headTooLarge: .headerOverflow
+        case .invalidChunk: .invalidChunkSize
+        }
+    }
+
+    // MARK: The body
+
+    /// Reads the body as `framing` says it ends, `rest` its first bytes.
+    private func body(_ socket: Int32, framing: HTTPWire.Framing, rest: [UInt8]) throws {
+        switch framing {
+        case .none:
+            return
+        case .chunked:
+            var decoder = HTTPWire.ChunkedDecoder()
+            try chunked(rest, &decoder)
+            while !decoder.isDone {
+                guard let chunk = try readChunk(socket, limit: Self.readSize) else { throw HTTPParserError.invalidEOFState }
+                try chunked(chunk.bytes, &decoder)
+            }
+        case .length, .untilClose:
+            var left: Int64? = if case .length(let length) = framing { length } else { nil }
+            if !rest.isEmpty {
+                let count = left.map { Int(min($0, Int64(rest.count))) } ?? rest.count
+                try received(ByteBuffer(bytes: rest[0..<count]))
+                left = left.map { $0 - Int64(count) }
+            }
+            var splices = true
+            while left.map({ $0 > 0 }) ?? true {
+                let wanted = left.map { Int(min($0, Int64(Self.spliceSize))) } ?? Self.spliceSize
+                let moved: Int
+                if splices, try readyToSplice(socket) {
+                    guard let spliced = try splice(socket, wanted) else {
+                        // Not a socket or a file the kernel splices: read from here on.
+                        splices = false
+                        continue
+                    }
+                    moved = spliced
+                } else {
+                    guard let chunk = try readChunk(socket, limit: min(wanted, Self.readSize)) else {
+                        moved = 0
+                        break
+                    }
+                    try received(chunk.buffer)
+                    moved = chunk.buffer.readableBytes
+                }
+                if moved == 0 { break }
+                left = left.map { $0 - Int64(moved) }
+            }
+            // A body shorter than its length: cut off (AsyncHTTPClient's parser says the same).
+            if let left, left > 0 { throw HTTPParserError.invalidEOFState }
+        }
+    }
+
+    /// Hands the data of a chunked body's next bytes to the relay.
+    private func chunked(_ bytes: [UInt8], _ decoder: inout HTTPWire.ChunkedDecoder) throws {
+        let buffer = ByteBuffer(bytes: bytes)
+        let ranges: [Range<Int>]
+        do {
+            ranges = try buffer.withUnsafeReadableBytes { raw throws(HTTPWire.Failure) in try decoder.decode(raw) }
+        } catch {
+            throw Self.parserError(error)
+        }
+        for range in ranges where !range.isEmpty {
+            if let slice = buffer.getSlice(at: buffer.readerIndex + range.lowerBound, length: range.count) { try received(slice) }
+        }
+    }
+
+    /// Whether the next bytes may be spliced: the sink is known and nothing waits in memory (what
+    /// waits is written first). Waits while reading is paused; throws when the request stops.
+    private func readyToSplice(_ socket: Int32) throws -> Bool {
+        while true {
+            let (ready, waitForRelay) = try state.withLock { state throws -> (Bool, Bool) in
+                if let stop = state.stop { throw stop }
+                if state.paused { return (false, true) }
+                guard case .relaying = state.relay.body else { return (false, false) }
+                return (true, false)
+            }
+            guard waitForRelay else {
+                // What waits in memory goes first.
+                if ready { try flushQueue() }
+                return ready
+            }
+            try waitForWake()
+        }
+    }
+
+    /// Moves up to `count` bytes from the socket into the file; returns how many left the socket
+    /// (0 at its end), or nil when the kernel cannot splice these descriptors.
+    private func splice(_ socket: Int32, _ count: Int) throws -> Int? {
+        let pipe = try dataPipe()
+        let limited = throttle.limiters.contains { $0.bytesPerSecond != nil }
+        // A limited stream takes small steps, as it would reading: its waits stay short.
+        let step = limited ? min(count, 64 << 10) : count
+        var moved = 0
+        while true {
+            try waitForData(socket)
+            moved = haul_splice(socket, pipe.write, nil, step, 1)
+            if moved >= 0 { break }
+            if errno == EAGAIN || errno == EINTR { continue }
+            if errno == EINVAL || errno == ENOSYS { return nil }
+            throw IOError(errnoCode: errno, reason: "read")
+        }
+        guard moved > 0 else { return 0 }
+        let received = state.withLock { $0.relay.receivedInPipe(moved) }
+        guard case .write(let write) = received else {
+            if case .stop(let error) = received { throw error }
+            return moved
+        }
+        var offset = write.position
+        var left = write.count
+        var code: Int32?
+        while left > 0 {
+            let result = haul_splice(pipe.read, write.descriptor, &offset, left, 0)
+            if result > 0 {
+                left -= result
+            } else if result < 0, errno == EINTR {
+                continue
+            } else if result < 0, errno == EINVAL, left == write.count {
+                // A file the kernel does not splice into: these bytes are written from memory,
+                // the next ones read.
+                let (written, failed) = copyOut(of: pipe.read, count: left, to: write.descriptor, at: offset)
+                left -= written
+                code = failed
+                try finishSplice(write, written: write.count - left, error: code)
+                return nil
+            } else {
+                code = result < 0 ? errno : EIO
+                break
+            }
+        }
+        try finishSplice(write, written: write.count - left, error: code)
+        return moved
+    }
+
+    /// Tells the relay what a splice wrote, and carries out what follows: the rate limit's wait,
+    /// or the stop (thrown).
+    private func finishSplice(_ write: Relay.Write, written: Int, error code: Int32?) throws {
+        let next = state.withLock { state -> Relay.Received in
+            let (next, grown) = state.relay.wrote(write, written: written, error: code)
+            Self.publish(grown, progress)
+            return next
+        }
+        switch next {
+        case .stop(let error): throw error
+        case .readOn(let took, _): try pauseForLimit(took)
+        case .pause, .write: break
+        }
+    }
+
+    /// Writes `count` bytes waiting in `pipe` at `offset` of `descriptor` through memory.
+    private func copyOut(of pipe: Int32, count: Int, to descriptor: Int32, at offset: Int64) -> (Int, Int32?) {
+        var buffer = [UInt8](repeating: 0, count: count)
+        var have = 0
+        while have < count {
+            let result = buffer.withUnsafeMutableBytes { read(pipe, $0.baseAddress.map { $0 + have }, count - have) }
+            if result <= 0 {
+                if result < 0, errno == EINTR { continue }
+                return (0, result < 0 ? errno : EIO)
+            }
+            have += result
+        }
+        return ResponseStream.gather([ByteBuffer(bytes: buffer)], count: count, to: descriptor, at: offset)
+    }
+
+    private let pipe = Mutex<(read: Int32, write: Int32)?>(nil)
+
+    /// The pipe bodies are spliced through, made on first use (1 MiB when the system allows).
+    private func dataPipe() throws -> (read: Int32, write: Int32) {
+        try pipe.withLock { pipe in
+            if let pipe { return pipe }
+            var fds: [Int32] = [-1, -1]
+            guard haul_pipe(&fds) == 0 else { throw IOError(errnoCode: errno, reason: "pipe") }
+            _ = haul_set_pipe_size(fds[1], Int32(Self.spliceSize))
+            pipe = (fds[0], fds[1])
+            return (fds[0], fds[1])
+        }
+    }
+
+    /// Closes the data pipe (bytes left in it were never taken).
+    private func closePipe() {
+        pipe.withLock { pipe in
+            if let open = pipe {
+                close(open.read)
+                close(open.write)
+            }
+            pipe = nil
+        }
+    }
+
+    /// The next bytes from the socket, at most `limit`; nil at its end.
+    private func readChunk(_ socket: Int32, limit: Int) throws -> (buffer: ByteBuffer, bytes: [UInt8])? {
+        while true {
+            if let stop = state.withLock({ $0.stop }) { throw stop }
+            try waitForData(socket)
+            var bytes = [UInt8](repeating: 0, count: limit)
+            let count = bytes.withUnsafeMutableBytes { read(socket, $0.baseAddress, $0.count) }
+            if count < 0 {
+                if errno == EAGAIN || errno == EINTR { continue }
+                throw IOError(errnoCode: errno, reason: "read")
+            }
+            if count == 0 { return nil }
+            bytes.removeLast(limit - count)
+            return (ByteBuffer(bytes: bytes), bytes)
+        }
+    }
+
+    /// Hands `chunk` to the relay and carries out what it says: writes, a pause, the rate limit.
+    private func received(_ chunk: ByteBuffer) throws {
+        let received = state.withLock { state -> Relay.Received in
+            var received = state.relay.received(chunk)
+            if case .write(let write) = received { received = Self.perform(write, &state.relay, progress) }
+            if case .pause = received {
+                state.relay.paused(Paused())
+                state.paused = true
+            }
+            return received
+        }
+        switch received {
+        case .stop(let error):
+            throw error
+        case .pause(let wake):
+            wake?.resume()
+        case .readOn(let took, let wake):
+            wake?.resume()
+            try pauseForLimit(took)
+        case .write:
+            break
+        }
+    }
+
+    /// Waits as long as the rate limits say after `took` bytes (less when a limit changes).
+    private func pauseForLimit(_ took: Int) throws {
+        guard took > 0 else { return }
+        let wait = throttle.reserve(took)
+        guard wait > .zero else { return }
+        let parts = wait.components
+        let deadline = NIODeadline.now() + .nanoseconds(parts.seconds * 1_000_000_000 + parts.attoseconds / 1_000_000_000)
+        let generation = throttle.generation
+        while NIODeadline.now() < deadline, throttle.generation == generation {
+            // Bytes taken meanwhile (the held ones, once the sink is known) are written soon, not
+            // after the wait.
+            let step = state.withLock { $0.relay.hasQueued } ? ResponseStream.idleFlushDelay : Throttle.recheck
+            _ = try waitFor(-1, events: 0, until: min(deadline, NIODeadline.now() + step))
+            try flushQueue()
+        }
+    }
+
+    /// Writes what waits in the queue; throws when that stops the request.
+    private func flushQueue() throws {
+        try state.withLock { state throws in
+            if let write = state.relay.flushQueue(), case .stop(let error) = Self.perform(write, &state.relay, progress) { throw error }
+        }
+    }
+
+    /// Waits until the socket has bytes (or its end); throws the stall as the client's read timeout.
+    /// Bytes left waiting in the queue are written within `ResponseStream.idleFlushDelay`.
+    private func waitForData(_ socket: Int32) throws {
+        var deadline = NIODeadline.now() + timeouts.stall
+        while true {
+            let (queued, paused) = try state.withLock { state throws -> (Bool, Bool) in
+                if let stop = state.stop { throw stop }
+                return (state.relay.hasQueued, state.paused)
+            }
+            if paused {
+                // Not a stall: reading waits for the transfer.
+                try waitForWake()
+                deadline = NIODeadline.now() + timeouts.stall
+                continue
+            }
+            let until = queued ? min(deadline, NIODeadline.now() + ResponseStream.idleFlushDelay) : deadline
+            if try waitFor(socket, events: POLLIN, until: until) { return }
+            if queued {
+                try flushQueue()
+                continue
+            }
+            if NIODeadline.now() >= deadline { throw HTTPClientError.readTimeout }
+        }
+    }
+
+    /// Waits for the wake pipe only; throws when the request stops.
+    private func waitForWake() throws {
+        while true {
+            if let stop = state.withLock({ $0.stop }) { throw stop }
+            if !state.withLock({ $0.paused }) { return }
+            _ = try waitFor(-1, events: 0, until: .distantFuture)
+        }
+    }
+
+    /// Polls `fd` for `events` and the wake pipe until `deadline`: true when `fd` is ready, false
+    /// at the deadline or on a wake (the caller looks at the state again); throws when the
+    /// request stops.
+    private func waitFor(_ fd: Int32, events: Int32, until deadline: NIODeadline) throws -> Bool {
+        while true {
+            if let stop = state.withLock({ $0.stop }) { throw stop }
+            var fds = [pollfd(fd: wake.read, events: Int16(POLLIN), revents: 0), pollfd(fd: fd, events: Int16(events), revents: 0)]
+            let timeout: Int32
+            if deadline == .distantFuture {
+                timeout = -1
+            } else {
+                // Rounded up: a poll that returns 0 means the deadline passed.
+                let left = (deadline - NIODeadline.now()).nanoseconds
+                timeout = left <= 0 ? 0 : Int32(clamping: (left + 999_999) / 1_000_000)
+            }
+            let result = poll(&fds, fd >= 0 ? 2 : 1, timeout)
+            if result < 0 {
+                if errno == EINTR { continue }
+                throw IOError(errnoCode: errno, reason: "poll")
+            }
+            if fds[0].revents != 0 {
+                drainWake()
+                if let stop = state.withLock({ $0.stop }) { throw stop }
+                return false
+            }
+            if fd >= 0, fds[1].revents != 0 { return true }
+            if result == 0 { return false }
+        }
+    }
+
+    private func signal() {
+        var byte: UInt8 = 1
+        _ = Glibc.write(wake.write, &byte, 1)
+    }
+
+    private func drainWake() {
+        var bytes = [UInt8](repeating: 0, count: 64)
+        while bytes.withUnsafeMutableBytes({ read(wake.read, $0.baseAddress, $0.count) }) > 0 {}
+    }
+
+    // MARK: Helpers
+
+    /// Carries out `write`, tells the relay, counts the bytes on disk; what follows for the chunk.
+    private static func perform(_ write: Relay.Write, _ relay: inout Relay, _ progress: TransferProgress) -> Relay.Received {
+        let (written, code) = ResponseStream.gather(write.buffers, count: write.count, to: write.descriptor, at: write.position)
+        let (received, grown) = relay.wrote(write, written: written, error: code)
+        publish(grown, progress)
+        return received
+    }
+
+    private static func publish(_ grown: Relay.Progress, _ progress: TransferProgress) {
+        switch grown {
+        case .none: break
+        case .at(let position): progress.bytesOnDisk.store(position, ordering: .relaxed)
+        case .added(let count): progress.bytesOnDisk.add(count, ordering: .relaxed)
+        }
+    }
+}
+#endif

@@ -1,0 +1,126 @@
+#if os(Linux)
+@testable import DownloadEngine
+import AsyncHTTPClient
+import DownloadCore
+import Foundation
+import Glibc
+import LoopbackServer
+import NIOCore
+import NIOHTTP1
+import Testing
+import TestSupport
+
+/// `DirectStream` on its own, against the loopback server and a real file: the body reaches the
+/// file whole past the bytes held in memory (spliced from there on), a limit, a cut and a cancel
+/// behave as through AsyncHTTPClient. (Every session test over plain http goes this way too.)
+@Suite struct DirectStreamTests {
+    static let timeouts = DirectStream.Timeouts(connect: .seconds(2), head: .seconds(5), stall: .seconds(5))
+
+    /// A stream for `path` of `server` and an empty file to write into.
+    static func open(_ server: LoopbackServer, _ path: String, in scratch: TemporaryDirectory, throttle: Throttle = Throttle(), headers: HTTPHeaders = HTTPHeaders())
+        -> (DirectStream, TransferProgress, Int32, String) {
+        let file = scratch.path + "/body.part"
+        let descriptor = Glibc.open(file, O_WRONLY | O_CREAT | O_CLOEXEC, 0o644)
+        let progress = TransferProgress()
+        let stream = DirectStream(url: server.url(path), headers: headers, progress: progress, throttle: throttle, timeouts: timeouts)
+        return (stream, progress, descriptor, file)
+    }
+
+    @Test func aBodyFarLargerThanTheHeldBytesReachesTheFileWhole() async throws {
+        let server = try await LoopbackServer.start()
+        defer { Task { await server.shutdown() } }
+        let scratch = try TemporaryDirectory("haul-direct")
+        let size = 6 * 1024 * 1024
+        server.serve("/big.bin", size: size)
+        let (stream, progress, descriptor, file) = Self.open(server, "/big.bin", in: scratch)
+        defer { close(descriptor) }
+        let (head, answered) = try await stream.head()
+        #expect(head.status == .ok && head.headers.first(name: "Content-Length") == "\(size)")
+        #expect(answered == server.url("/big.bin"))
+        let end = try await stream.write(into: .prefix(descriptor: descriptor, path: file, position: 0, total: Int64(size)))
+        #expect(end == .finished || end == .sinkFull)
+        #expect(stream.position == Int64(size))
+        #expect(progress.bytesOnDisk.load(ordering: .relaxed) == Int64(size))
+        #expect(sha256(ofFile: file) == server.sha256("/big.bin"))
+        #expect(server.requests("/big.bin").first?.headers.contains("Connection: close") == true)
+    }
+
+    @Test func aRangeAskedForIsWrittenWhereItBelongs() async throws {
+        let server = try await LoopbackServer.start()
+        defer { Task { await server.shutdown() } }
+        let scratch = try TemporaryDirectory("haul-direct")
+        let size = 3 * 1024 * 1024
+        server.serve("/r.bin", size: size)
+        var headers = HTTPHeaders()
+        headers.add(name: "Range", value: "bytes=1000-")
+        let (stream, _, descriptor, file) = Self.open(server, "/r.bin", in: scratch, headers: headers)
+        defer { close(descriptor) }
+        let (head, _) = try await stream.head()
+        #expect(head.status == .partialContent)
+        _ = try await stream.write(into: .prefix(descriptor: descriptor, path: file, position: 1000, total: Int64(size)))
+        let written = try #require(FileManager.default.contents(atPath: file))
+        #expect(written.count == size)
+        #expect(Array(written.suffix(from: 1000)) == Array(server.content("/r.bin").suffix(from: 1000)), "the range at its offset")
+    }
+
+    @Test func aBodyCutShortFailsAndKeepsWhatCame() async throws {
+        let server = try await LoopbackServer.start()
+        defer { Task { await server.shutdown() } }
+        let scratch = try TemporaryDirectory("haul-direct")
+        let size = 4 * 1024 * 1024
+        var faults = Faults()
+        faults.closeAfterBytes = 3 * 1024 * 1024
+        server.serve("/cut.bin", size: size, faults: faults)
+        let (stream, progress, descriptor, file) = Self.open(server, "/cut.bin", in: scratch)
+        defer { close(descriptor) }
+        _ = try await stream.head()
+        await #expect(throws: HTTPParserError.invalidEOFState) {
+            _ = try await stream.write(into: .prefix(descriptor: descriptor, path: file, position: 0, total: Int64(size)))
+        }
+        let kept = progress.bytesOnDisk.load(ordering: .relaxed)
+        #expect(kept == 3 * 1024 * 1024, "every byte that came is on disk")
+        let written = try #require(FileManager.default.contents(atPath: file))
+        #expect(Array(written) == Array(server.content("/cut.bin").prefix(Int(kept))), "and they are the right ones")
+    }
+
+    @Test func aCancelStopsTheBodyAtOnceAndKeepsWhatCame() async throws {
+        let server = try await LoopbackServer.start()
+        defer { Task { await server.shutdown() } }
+        let scratch = try TemporaryDirectory("haul-direct")
+        let size = 8 * 1024 * 1024
+        var faults = Faults()
+        faults.throttleBytesPerSecond = 2 * 1024 * 1024
+        server.serve("/slow.bin", size: size, faults: faults)
+        let (stream, progress, descriptor, file) = Self.open(server, "/slow.bin", in: scratch)
+        defer { close(descriptor) }
+        _ = try await stream.head()
+        let writing = Task { try await stream.write(into: .prefix(descriptor: descriptor, path: file, position: 0, total: Int64(size))) }
+        try await Task.sleep(for: .milliseconds(1500))
+        let cancelled = ContinuousClock.now
+        stream.cancel()
+        await #expect(throws: HTTPClientError.cancelled) { try await writing.value }
+        #expect(ContinuousClock.now - cancelled < .seconds(1), "no wait for the rest of the body")
+        let kept = progress.bytesOnDisk.load(ordering: .relaxed)
+        #expect(kept > 0 && kept < Int64(size))
+        let written = try #require(FileManager.default.contents(atPath: file))
+        #expect(written.count == Int(kept))
+        #expect(Array(written) == Array(server.content("/slow.bin").prefix(Int(kept))))
+    }
+
+    @Test func aClosedPortAndANameThatDoesNotResolveSayWhy() async throws {
+        let refused = DirectStream(url: try #require(URL(string: "http://127.0.0.1:1/x")), headers: HTTPHeaders(), progress: TransferProgress(), throttle: Throttle(), timeouts: Self.timeouts)
+        await #expect(throws: IOError.self) { _ = try await refused.head() }
+        let unknown = DirectStream(url: try #require(URL(string: "http://no-such-host.invalid/x")), headers: HTTPHeaders(), progress: TransferProgress(), throttle: Throttle(), timeouts: Self.timeouts)
+        await #expect(throws: DirectStream.HostNotFound.self) { _ = try await unknown.head() }
+        #expect(Transfer.describe(DirectStream.HostNotFound()) == "host name not found")
+    }
+
+    @Test func theRequestNamesTheTargetAsWrittenAndTheHost() throws {
+        var headers = HTTPHeaders()
+        headers.add(name: "User-Agent", value: "haul/test")
+        let url = try #require(URL(string: "http://[::1]:8080/caf%E9.bin?a=%20"))
+        let text = String(decoding: DirectStream.request(url, headers: headers), as: UTF8.self)
+        #expect(text == "GET /caf%E9.bin?a=%20 HTTP/1.1\r\nHost: [::1]:8080\r\nUser-Agent: haul/test\r\nConnection: close\r\n\r\n")
+    }
+}
+#endif
