@@ -4,7 +4,8 @@
 ///
 /// As strict as NIO's llhttp parser, which reads every other response, so a server gets the same
 /// answer either way: a header name that is not a token, a control character in a value, a bare CR,
-/// a folded line or conflicting lengths are errors; a bare LF ends a line, as curl and llhttp take it.
+/// a folded line, conflicting lengths, and a length beside `Transfer-Encoding` are errors. A bare LF
+/// ends a line, as curl takes it (llhttp is stricter there).
 public enum HTTPWire {
     /// What makes a response unreadable, in the words the transfer gives it.
     public enum Failure: Error, Equatable, Sendable {
@@ -14,6 +15,9 @@ public enum HTTPWire {
         case invalidContentLength
         /// No end of the head within `maxHeadBytes`.
         case headTooLarge
+        /// Both `Transfer-Encoding` and `Content-Length`: which one frames the body is a guess, and a
+        /// wrong guess is a wrong file (llhttp refuses it too).
+        case lengthWithTransferEncoding
         case invalidChunk
     }
 
@@ -56,6 +60,8 @@ public enum HTTPWire {
         let all = Array(bytes)
         var start = 0
         while true {
+            // Empty lines before a status line are skipped, as llhttp skips them.
+            while start < all.count, all[start] == 13 || all[start] == 10 { start += 1 }
             guard let (head, length) = try parseOne(all, from: start) else { return nil }
             start += length
             // 101 would switch protocols: haul never asks for that, so it is not skipped.
@@ -159,11 +165,13 @@ public enum HTTPWire {
             .flatMap { $0.value.split(separator: ",") }
             .map { $0.trimmingSpaces.lowercased() }
             .filter { !$0.isEmpty }
+        let lengthFields = fields.filter { $0.name.lowercased() == "content-length" }
         if !codings.isEmpty {
-            // Transfer-Encoding wins over Content-Length; a body not chunked last ends with the connection.
+            guard lengthFields.isEmpty else { throw .lengthWithTransferEncoding }
+            // A body not chunked last ends with the connection.
             return codings.last == "chunked" ? .chunked : .untilClose
         }
-        let lengths = fields.filter { $0.name.lowercased() == "content-length" }
+        let lengths = lengthFields
             .flatMap { $0.value.split(separator: ",", omittingEmptySubsequences: false) }
             .map { $0.trimmingSpaces }
         guard let first = lengths.first else { return .untilClose }

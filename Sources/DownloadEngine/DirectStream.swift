@@ -64,6 +64,8 @@ final class DirectStream: ResponseBody {
     private let url: URL
     /// The wake pipe: written by whoever wants the thread to look at the state again.
     private let wake: (read: Int32, write: Int32)
+    /// Why the wake pipe could not be made (0: it was).
+    private let wakeError: Int32
 
     /// Starts the request for `url` (plain http; `headers` as the transfer built them).
     init(url: URL, headers: HTTPHeaders, progress: TransferProgress, throttle: Throttle, timeouts: Timeouts) {
@@ -72,8 +74,8 @@ final class DirectStream: ResponseBody {
         self.throttle = throttle
         self.timeouts = timeouts
         var fds: [Int32] = [-1, -1]
-        if haul_pipe(&fds) != 0 { fds = [-1, -1] }
-        wake = (fds[0], fds[1])
+        wakeError = haul_pipe(&fds) == 0 ? 0 : errno
+        wake = wakeError == 0 ? (fds[0], fds[1]) : (-1, -1)
         let request = Self.request(url, headers: headers)
         let thread = Thread { [self] in run(request: request) }
         thread.name = "haul-direct"
@@ -184,7 +186,7 @@ final class DirectStream: ResponseBody {
         var socket: Int32 = -1
         var error: (any Error)?
         do {
-            guard wake.read >= 0 else { throw IOError(errnoCode: errno, reason: "pipe") }
+            guard wakeError == 0 else { throw IOError(errnoCode: wakeError, reason: "pipe") }
             let start = NIODeadline.now()
             let headDeadline = start + timeouts.head
             socket = try connect(deadline: start + timeouts.connect, headDeadline: headDeadline)
@@ -220,48 +222,139 @@ final class DirectStream: ResponseBody {
         for waiter in waiters { waiter.resume() }
     }
 
-    /// Opens a connection to the URL's host and port, trying each address it resolves to in turn.
+    /// One address a name resolved to, copied out of `getaddrinfo`'s list.
+    private struct Address: @unchecked Sendable {
+        var family: Int32
+        var storage: sockaddr_storage
+        var length: socklen_t
+    }
+
+    /// The answer of a name lookup running on a thread of its own.
+    private final class Lookup: Sendable {
+        let answer = Mutex<[Address]?>(nil)
+    }
+
+    /// How long a connection attempt goes on alone before the next address is tried beside it
+    /// (RFC 8305's connection attempt delay).
+    static let attemptDelay = TimeAmount.milliseconds(250)
+
+    /// Opens a connection to the URL's host and port: its addresses tried IPv6 and IPv4 in turns,
+    /// a new attempt beside the others every `attemptDelay` (Happy Eyeballs, as AsyncHTTPClient
+    /// connects); the first to connect wins.
     private func connect(deadline: NIODeadline, headDeadline: NIODeadline) throws -> Int32 {
-        var host = url.host ?? ""
-        if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        let until = min(deadline, headDeadline)
+        let timeout: any Error = deadline <= headDeadline ? HTTPClientError.connectTimeout : HTTPClientError.deadlineExceeded
+        let addresses = try resolve(until: until, timeout: timeout)
+        var pending: [Int32] = []
+        defer { for fd in pending { close(fd) } }
+        var next = 0
+        var lastError = ECONNREFUSED
+        var nextStart = NIODeadline.now()
+        while true {
+            if let stop = state.withLock({ $0.stop }) { throw stop }
+            let now = NIODeadline.now()
+            guard now < until else { throw timeout }
+            if next < addresses.count, pending.isEmpty || now >= nextStart {
+                let address = addresses[next]
+                next += 1
+                nextStart = now + Self.attemptDelay
+                let fd = Glibc.socket(address.family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+                guard fd >= 0 else {
+                    lastError = errno
+                    continue
+                }
+                var storage = address.storage
+                let result = withUnsafePointer(to: &storage) {
+                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, address.length) }
+                }
+                if result == 0 { return fd }
+                if errno == EINPROGRESS {
+                    pending.append(fd)
+                } else {
+                    lastError = errno
+                    close(fd)
+                }
+                continue
+            }
+            if pending.isEmpty { throw IOError(errnoCode: lastError, reason: "connect") }
+            var fds = [pollfd(fd: wake.read, events: Int16(POLLIN), revents: 0)] + pending.map { pollfd(fd: $0, events: Int16(POLLOUT), revents: 0) }
+            let wakeAt = next < addresses.count ? min(until, nextStart) : until
+            let result = poll(&fds, nfds_t(fds.count), Self.milliseconds(until: wakeAt))
+            if result < 0, errno != EINTR { throw IOError(errnoCode: errno, reason: "poll") }
+            if fds[0].revents != 0 { drainWake() }
+            for (index, entry) in fds.enumerated().dropFirst().reversed() where entry.revents != 0 {
+                let fd = pending.remove(at: index - 1)
+                var code: Int32 = 0
+                var length = socklen_t(MemoryLayout<Int32>.size)
+                getsockopt(fd, SOL_SOCKET, SO_ERROR, &code, &length)
+                if code == 0 { return fd }
+                lastError = code
+                close(fd)
+                // A refusal starts the next attempt at once.
+                nextStart = NIODeadline.now()
+            }
+        }
+    }
+
+    /// The URL's addresses, IPv6 and IPv4 in turns (the family `getaddrinfo` put first, first).
+    /// The lookup runs on a thread of its own: a cancel or the deadline does not wait for it.
+    private func resolve(until deadline: NIODeadline, timeout: any Error) throws -> [Address] {
+        let written = url.host ?? ""
+        let host = written.hasPrefix("[") && written.hasSuffix("]") ? String(written.dropFirst().dropLast()) : written
         let port = url.port ?? 80
+        let lookup = Lookup()
+        // Holds the stream (and so its wake pipe) until the lookup returns.
+        let thread = Thread { [self] in
+            let found = Self.addresses(of: host, port: port)
+            lookup.answer.withLock { $0 = found }
+            signal()
+        }
+        thread.name = "haul-lookup"
+        thread.start()
+        while true {
+            if let found = lookup.answer.withLock({ $0 }) {
+                guard !found.isEmpty else { throw HostNotFound() }
+                return found
+            }
+            guard NIODeadline.now() < deadline else { throw timeout }
+            _ = try waitFor(-1, events: 0, until: deadline)
+        }
+    }
+
+    /// `getaddrinfo`'s answer, copied, IPv6 and IPv4 in turns; empty when the name does not resolve.
+    private static func addresses(of host: String, port: Int) -> [Address] {
         var hints = addrinfo()
         hints.ai_family = AF_UNSPEC
         hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
         var found: UnsafeMutablePointer<addrinfo>?
-        guard getaddrinfo(host, String(port), &hints, &found) == 0, let first = found else { throw HostNotFound() }
+        guard getaddrinfo(host, String(port), &hints, &found) == 0 else { return [] }
         defer { freeaddrinfo(found) }
-        var lastError = ECONNREFUSED
-        var next: UnsafeMutablePointer<addrinfo>? = first
+        var first: [Address] = []
+        var other: [Address] = []
+        var next = found
         while let info = next {
             next = info.pointee.ai_next
-            let fd = Glibc.socket(info.pointee.ai_family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-            guard fd >= 0 else {
-                lastError = errno
-                continue
+            guard let socketAddress = info.pointee.ai_addr, Int(info.pointee.ai_addrlen) <= MemoryLayout<sockaddr_storage>.size else { continue }
+            var storage = sockaddr_storage()
+            withUnsafeMutableBytes(of: &storage) { target in
+                target.copyMemory(from: UnsafeRawBufferPointer(start: socketAddress, count: Int(info.pointee.ai_addrlen)))
             }
-            if Glibc.connect(fd, info.pointee.ai_addr, info.pointee.ai_addrlen) == 0 { return fd }
-            guard errno == EINPROGRESS else {
-                lastError = errno
-                close(fd)
-                continue
-            }
-            do {
-                guard try waitFor(fd, events: POLLOUT, until: min(deadline, headDeadline)) else {
-                    throw deadline <= headDeadline ? HTTPClientError.connectTimeout : HTTPClientError.deadlineExceeded
-                }
-            } catch {
-                close(fd)
-                throw error
-            }
-            var code: Int32 = 0
-            var length = socklen_t(MemoryLayout<Int32>.size)
-            getsockopt(fd, SOL_SOCKET, SO_ERROR, &code, &length)
-            if code == 0 { return fd }
-            lastError = code
-            close(fd)
+            let address = Address(family: info.pointee.ai_family, storage: storage, length: info.pointee.ai_addrlen)
+            if first.isEmpty || first[0].family == address.family { first.append(address) } else { other.append(address) }
         }
-        throw IOError(errnoCode: lastError, reason: "connect")
+        var ordered: [Address] = []
+        for index in 0..<max(first.count, other.count) {
+            if index < first.count { ordered.append(first[index]) }
+            if index < other.count { ordered.append(other[index]) }
+        }
+        return ordered
+    }
+
+    /// Milliseconds from now to `deadline`, rounded up, for `poll` (-1: no deadline).
+    private static func milliseconds(until deadline: NIODeadline) -> Int32 {
+        if deadline == .distantFuture { return -1 }
+        let left = (deadline - NIODeadline.now()).nanoseconds
+        return left <= 0 ? 0 : Int32(clamping: (left + 999_999) / 1_000_000)
     }
 
     private func send(_ request: [UInt8], on socket: Int32, deadline: NIODeadline) throws {
@@ -325,6 +418,7 @@ final class DirectStream: ResponseBody {
         case .invalidContentLength: .invalidContentLength
         case .headTooLarge: .headerOverflow
         case .invalidChunk: .invalidChunkSize
+        case .lengthWithTransferEncoding: .unexpectedContentLength
         }
     }
 
@@ -354,12 +448,16 @@ final class DirectStream: ResponseBody {
                 let wanted = left.map { Int(min($0, Int64(Self.spliceSize))) } ?? Self.spliceSize
                 let moved: Int
                 if splices, try readyToSplice(socket) {
-                    guard let spliced = try splice(socket, wanted) else {
-                        // Not a socket or a file the kernel splices: read from here on.
+                    switch try splice(socket, wanted) {
+                    case .moved(let count):
+                        moved = count
+                    case .end:
+                        moved = 0
+                    case .fallBack(let count):
                         splices = false
-                        continue
+                        moved = count
+                        if count == 0 { continue }
                     }
-                    moved = spliced
                 } else {
                     guard let chunk = try readChunk(socket, limit: min(wanted, Self.readSize)) else {
                         moved = 0
@@ -409,9 +507,19 @@ final class DirectStream: ResponseBody {
         }
     }
 
-    /// Moves up to `count` bytes from the socket into the file; returns how many left the socket
-    /// (0 at its end), or nil when the kernel cannot splice these descriptors.
-    private func splice(_ socket: Int32, _ count: Int) throws -> Int? {
+    /// What a splice did.
+    private enum Spliced {
+        /// This many bytes left the socket (and those the sink took are in the file).
+        case moved(Int)
+        /// The socket's end.
+        case end
+        /// The kernel cannot splice here (a file it does not splice into, TCP's urgent mark, where
+        /// splice stops while a read goes on): read from here on. `moved` bytes left the socket.
+        case fallBack(moved: Int)
+    }
+
+    /// Moves up to `count` bytes from the socket into the file.
+    private func splice(_ socket: Int32, _ count: Int) throws -> Spliced {
         let pipe = try dataPipe()
         let limited = throttle.limiters.contains { $0.bytesPerSecond != nil }
         // A limited stream takes small steps, as it would reading: its waits stay short.
@@ -420,16 +528,21 @@ final class DirectStream: ResponseBody {
         while true {
             try waitForData(socket)
             moved = haul_splice(socket, pipe.write, nil, step, 1)
-            if moved >= 0 { break }
-            if errno == EAGAIN || errno == EINTR { continue }
-            if errno == EINVAL || errno == ENOSYS { return nil }
+            if moved > 0 { break }
+            if moved == 0 {
+                // The end, or an urgent mark with more bytes after it: only a read tells them apart.
+                var byte: UInt8 = 0
+                return recv(socket, &byte, 1, Int32(MSG_PEEK | MSG_DONTWAIT)) == 0 ? .end : .fallBack(moved: 0)
+            }
+            if errno == EINTR { continue }
+            // The socket is readable (poll said so), yet splice moves nothing: an urgent mark.
+            if errno == EAGAIN || errno == EINVAL || errno == ENOSYS { return .fallBack(moved: 0) }
             throw IOError(errnoCode: errno, reason: "read")
         }
-        guard moved > 0 else { return 0 }
         let received = state.withLock { $0.relay.receivedInPipe(moved) }
         guard case .write(let write) = received else {
             if case .stop(let error) = received { throw error }
-            return moved
+            return .moved(moved)
         }
         var offset = write.position
         var left = write.count
@@ -444,17 +557,15 @@ final class DirectStream: ResponseBody {
                 // A file the kernel does not splice into: these bytes are written from memory,
                 // the next ones read.
                 let (written, failed) = copyOut(of: pipe.read, count: left, to: write.descriptor, at: offset)
-                left -= written
-                code = failed
-                try finishSplice(write, written: write.count - left, error: code)
-                return nil
+                try finishSplice(write, written: written, error: failed)
+                return .fallBack(moved: moved)
             } else {
                 code = result < 0 ? errno : EIO
                 break
             }
         }
         try finishSplice(write, written: write.count - left, error: code)
-        return moved
+        return .moved(moved)
     }
 
     /// Tells the relay what a splice wrote, and carries out what follows: the rate limit's wait,
@@ -618,15 +729,8 @@ final class DirectStream: ResponseBody {
         while true {
             if let stop = state.withLock({ $0.stop }) { throw stop }
             var fds = [pollfd(fd: wake.read, events: Int16(POLLIN), revents: 0), pollfd(fd: fd, events: Int16(events), revents: 0)]
-            let timeout: Int32
-            if deadline == .distantFuture {
-                timeout = -1
-            } else {
-                // Rounded up: a poll that returns 0 means the deadline passed.
-                let left = (deadline - NIODeadline.now()).nanoseconds
-                timeout = left <= 0 ? 0 : Int32(clamping: (left + 999_999) / 1_000_000)
-            }
-            let result = poll(&fds, fd >= 0 ? 2 : 1, timeout)
+            // Rounded up: a poll that returns 0 means the deadline passed.
+            let result = poll(&fds, fd >= 0 ? 2 : 1, Self.milliseconds(until: deadline))
             if result < 0 {
                 if errno == EINTR { continue }
                 throw IOError(errnoCode: errno, reason: "poll")

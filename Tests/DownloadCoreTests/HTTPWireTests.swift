@@ -33,6 +33,13 @@ import Testing
         #expect(try parse("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 2") == nil)
     }
 
+    @Test func emptyLinesBeforeTheStatusLineAreSkipped() throws {
+        let text = "\r\n\nHTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"
+        let (head, length) = try #require(try parse(text))
+        #expect(head.status == 200 && length == text.utf8.count)
+        #expect(try parse("\r\n") == nil, "nothing but empty lines yet")
+    }
+
     @Test func bareLineFeedsEndLinesAndAReasonMayBeEmpty() throws {
         let head = try #require(try parse("HTTP/1.1 200\nContent-Length: 1\n\nx")).head
         #expect(head.status == 200 && head.reason == "" && head.framing == .length(1))
@@ -41,7 +48,7 @@ import Testing
 
     @Test("how the body is framed", arguments: [
         ("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", HTTPWire.Framing.chunked),
-        ("HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, Chunked\r\nContent-Length: 9\r\n\r\n", .chunked),
+        ("HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, Chunked\r\n\r\n", .chunked),
         ("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, gzip\r\n\r\n", .untilClose),
         ("HTTP/1.1 200 OK\r\n\r\n", .untilClose),
         ("HTTP/1.1 200 OK\r\nContent-Length: 7, 7\r\nContent-Length: 7\r\n\r\n", .length(7)),
@@ -63,6 +70,8 @@ import Testing
         ("HTTP/1.1 200 OK\r\nContent-Length: 1e3\r\n\r\n", .invalidContentLength),
         ("HTTP/1.1 200 OK\r\nContent-Length:\r\n\r\n", .invalidContentLength),
         ("HTTP/1.1 200 OK\r\nContent-Length: 99999999999999999999\r\n\r\n", .invalidContentLength),
+        ("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 1000\r\n\r\n", .lengthWithTransferEncoding),
+        ("HTTP/1.1 200 OK\r\nContent-Length: 9\r\nTransfer-Encoding: gzip\r\n\r\n", .lengthWithTransferEncoding),
         ("HTTP/1.1 200 OK\r\nContent-Length: 5\rX-Next: 1\r\n\r\n", .notHTTP),
         ("SSH-2.0-OpenSSH_9.6\r\n", .notHTTP),
         ("HTTP/2.0 200 OK\r\n\r\n", .notHTTP),

@@ -115,6 +115,56 @@ import TestSupport
         #expect(Transfer.describe(DirectStream.HostNotFound()) == "host name not found")
     }
 
+    @Test func localhostIsReachedWhicheverFamilyTheServerListensOn() async throws {
+        let server = try await LoopbackServer.start()
+        defer { Task { await server.shutdown() } }
+        let scratch = try TemporaryDirectory("haul-direct")
+        server.serve("/l.bin", size: 1000)
+        let url = try #require(URL(string: "http://localhost:\(server.port)/l.bin"))
+        let stream = DirectStream(url: url, headers: HTTPHeaders(), progress: TransferProgress(), throttle: Throttle(), timeouts: Self.timeouts)
+        let file = scratch.path + "/l.part"
+        let descriptor = Glibc.open(file, O_WRONLY | O_CREAT | O_CLOEXEC, 0o644)
+        defer { close(descriptor) }
+        #expect(try await stream.head().0.status == .ok)
+        _ = try await stream.write(into: .prefix(descriptor: descriptor, path: file, position: 0, total: 1000))
+        #expect(sha256(ofFile: file) == server.sha256("/l.bin"))
+    }
+
+    @Test func tcpUrgentDataMidBodyNeitherEndsNorStallsIt() async throws {
+        // splice(2) stops at TCP's urgent mark (0 or EAGAIN while the socket is readable), where a
+        // read goes on past it: the stream must read on, never take the mark for the end.
+        let before = [UInt8]((0..<(3 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 7) })
+        let after = [UInt8]((0..<(1 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 13) })
+        let server = try RawServer { client in
+            var request = [UInt8](repeating: 0, count: 4096)
+            _ = read(client, &request, request.count)
+            RawServer.send(client, Array("HTTP/1.0 200 OK\r\n\r\n".utf8) + before)
+            usleep(300_000)
+            var urgent: UInt8 = 0x55
+            _ = Glibc.send(client, &urgent, 1, Int32(MSG_OOB | MSG_NOSIGNAL))
+            usleep(300_000)
+            RawServer.send(client, after)
+        }
+        let scratch = try TemporaryDirectory("haul-direct")
+        let url = try #require(URL(string: "http://127.0.0.1:\(server.port)/u.bin"))
+        let stream = DirectStream(url: url, headers: HTTPHeaders(), progress: TransferProgress(), throttle: Throttle(), timeouts: Self.timeouts)
+        let file = scratch.path + "/u.part"
+        let descriptor = Glibc.open(file, O_WRONLY | O_CREAT | O_CLOEXEC, 0o644)
+        defer { close(descriptor) }
+        _ = try await stream.head()
+        // A stream that spins at the mark is stopped, so the test fails rather than hangs.
+        let watchdog = Task {
+            try await Task.sleep(for: .seconds(20))
+            stream.cancel()
+        }
+        defer { watchdog.cancel() }
+        let end = try await stream.write(into: .prefix(descriptor: descriptor, path: file, position: 0, total: nil))
+        #expect(end == .finished)
+        let written = try #require(FileManager.default.contents(atPath: file))
+        #expect(written.count == before.count + after.count, "every byte but the urgent one")
+        #expect(Array(written) == before + after)
+    }
+
     @Test func theRequestNamesTheTargetAsWrittenAndTheHost() throws {
         var headers = HTTPHeaders()
         headers.add(name: "User-Agent", value: "haul/test")
@@ -123,4 +173,42 @@ import TestSupport
         #expect(text == "GET /caf%E9.bin?a=%20 HTTP/1.1\r\nHost: [::1]:8080\r\nUser-Agent: haul/test\r\nConnection: close\r\n\r\n")
     }
 }
+/// A TCP server on 127.0.0.1 that hands its one connection to `serve` on a thread, then closes it.
+final class RawServer: Sendable {
+    let port: Int
+    private let listener: Int32
+
+    init(_ serve: @escaping @Sendable (Int32) -> Void) throws {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
+        }
+        guard bound, listen(fd, 4) == 0 else { throw RawServerError() }
+        listener = fd
+        port = Int(UInt16(bigEndian: address.sin_port))
+        Thread {
+            let client = accept(fd, nil, nil)
+            guard client >= 0 else { return }
+            serve(client)
+            close(client)
+        }.start()
+    }
+
+    deinit { close(listener) }
+
+    static func send(_ fd: Int32, _ bytes: [UInt8]) {
+        var sent = 0
+        while sent < bytes.count {
+            let result = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress.map { $0 + sent }, bytes.count - sent, Int32(MSG_NOSIGNAL)) }
+            if result <= 0 { return }
+            sent += result
+        }
+    }
+}
+
+struct RawServerError: Error {}
 #endif
