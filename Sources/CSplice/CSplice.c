@@ -28,6 +28,16 @@ int haul_set_pipe_size(int pipe, int size) {
 #endif
 }
 
+int haul_start_writeback(int fd, int64_t offset, int64_t length) {
+#ifdef __linux__
+    return sync_file_range(fd, (off64_t)offset, (off64_t)length, SYNC_FILE_RANGE_WRITE);
+#else
+    (void)fd; (void)offset; (void)length;
+    errno = ENOSYS;
+    return -1;
+#endif
+}
+
 int haul_pipe(int fds[2]) {
 #ifdef __linux__
     return pipe2(fds, O_CLOEXEC | O_NONBLOCK);

@@ -41,6 +41,7 @@ final class DirectStream: ResponseBody {
         var stall: TimeAmount
     }
 
+
     private struct State {
         var relay = Relay()
         /// Reading waits for the relay (a pause it has not let go yet).
@@ -302,6 +303,9 @@ final class DirectStream: ResponseBody {
         let written = url.host ?? ""
         let host = written.hasPrefix("[") && written.hasSuffix("]") ? String(written.dropFirst().dropLast()) : written
         let port = url.port ?? 80
+        // An address written out needs no lookup (and no thread).
+        let numeric = Self.addresses(of: host, port: port, numericOnly: true)
+        if !numeric.isEmpty { return numeric }
         let lookup = Lookup()
         // Holds the stream (and so its wake pipe) until the lookup returns.
         let thread = Thread { [self] in
@@ -321,11 +325,14 @@ final class DirectStream: ResponseBody {
         }
     }
 
-    /// `getaddrinfo`'s answer, copied, IPv6 and IPv4 in turns; empty when the name does not resolve.
-    private static func addresses(of host: String, port: Int) -> [Address] {
+    /// `getaddrinfo`'s answer, copied, IPv6 and IPv4 in turns; empty when the name does not resolve
+    /// (or, `numericOnly`, is not an address).
+    private static func addresses(of host: String, port: Int, numericOnly: Bool = false) -> [Address] {
         var hints = addrinfo()
         hints.ai_family = AF_UNSPEC
         hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        // Numeric only: an address written out, never a query of the name service.
+        if numericOnly { hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV }
         var found: UnsafeMutablePointer<addrinfo>?
         guard getaddrinfo(host, String(port), &hints, &found) == 0 else { return [] }
         defer { freeaddrinfo(found) }
@@ -565,6 +572,7 @@ final class DirectStream: ResponseBody {
             }
         }
         try finishSplice(write, written: write.count - left, error: code)
+        progress.writeback?.wrote(write.count - left, at: write.position, to: write.descriptor)
         return .moved(moved)
     }
 
@@ -760,6 +768,7 @@ final class DirectStream: ResponseBody {
     /// Carries out `write`, tells the relay, counts the bytes on disk; what follows for the chunk.
     private static func perform(_ write: Relay.Write, _ relay: inout Relay, _ progress: TransferProgress) -> Relay.Received {
         let (written, code) = ResponseStream.gather(write.buffers, count: write.count, to: write.descriptor, at: write.position)
+        progress.writeback?.wrote(written, at: write.position, to: write.descriptor)
         let (received, grown) = relay.wrote(write, written: written, error: code)
         publish(grown, progress)
         return received

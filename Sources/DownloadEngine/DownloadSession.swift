@@ -654,7 +654,7 @@ public actor DownloadSession {
     }
 
     private func start(_ order: SessionStateMachine.TransferOrder) {
-        let progress = TransferProgress()
+        let progress = TransferProgress(writesBack: configuration.syncOnCompletion)
         let id = order.id
         let attempt = order.attempt
         let own = RateLimiter(bytesPerSecond: order.limit)

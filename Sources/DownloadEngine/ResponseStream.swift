@@ -348,6 +348,7 @@ final class ResponseStream: HTTPClientResponseDelegate, Sendable {
     /// bytes on disk, and returns what follows for the chunk that led to it.
     private func perform(_ write: Relay.Write, _ relay: inout Relay) -> Relay.Received {
         let (written, code) = Self.gather(write.buffers, count: write.count, to: write.descriptor, at: write.position)
+        progress.writeback?.wrote(written, at: write.position, to: write.descriptor)
         let (received, grown) = relay.wrote(write, written: written, error: code)
         switch grown {
         case .none: break

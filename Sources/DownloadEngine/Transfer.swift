@@ -11,12 +11,19 @@ import Synchronization
 /// second. This is what keeps actor hops off the per-chunk path.
 final class TransferProgress: Sendable {
     let bytesOnDisk = Atomic<Int64>(0)
+    /// Starts written bytes on their way to disk while the body still comes, when the file is
+    /// fsync'd at the end (nil otherwise).
+    let writeback: EarlyWriteback?
     /// Odd while the part file is being cut back (the bytes counted so far stop being true), bumped
     /// again when done: a checkpoint that saw another value, or an odd one, claims nothing.
     let truncations = Atomic<Int>(0)
     /// Connections the attempt has open (for the row).
     let connections = Atomic<Int>(0)
     private let parts = Mutex<SharedBoard?>(nil)
+
+    init(writesBack: Bool = false) {
+        writeback = writesBack ? EarlyWriteback() : nil
+    }
 
     /// The live parts of a segmented attempt; nil while the file is fetched front to back.
     var board: SharedBoard? {

@@ -17,22 +17,25 @@ import TestSupport
     static let timeouts = DirectStream.Timeouts(connect: .seconds(2), head: .seconds(5), stall: .seconds(5))
 
     /// A stream for `path` of `server` and an empty file to write into.
-    static func open(_ server: LoopbackServer, _ path: String, in scratch: TemporaryDirectory, throttle: Throttle = Throttle(), headers: HTTPHeaders = HTTPHeaders())
+    static func open(_ server: LoopbackServer, _ path: String, in scratch: TemporaryDirectory, headers: HTTPHeaders = HTTPHeaders(), writesBack: Bool = false)
         -> (DirectStream, TransferProgress, Int32, String) {
         let file = scratch.path + "/body.part"
         let descriptor = Glibc.open(file, O_WRONLY | O_CREAT | O_CLOEXEC, 0o644)
-        let progress = TransferProgress()
-        let stream = DirectStream(url: server.url(path), headers: headers, progress: progress, throttle: throttle, timeouts: timeouts)
+        let progress = TransferProgress(writesBack: writesBack)
+        let stream = DirectStream(url: server.url(path), headers: headers, progress: progress, throttle: Throttle(), timeouts: timeouts)
         return (stream, progress, descriptor, file)
     }
 
-    @Test func aBodyFarLargerThanTheHeldBytesReachesTheFileWhole() async throws {
+    @Test("a body far larger than the bytes held in memory reaches the file whole, with and without its early writeback", arguments: [false, true])
+    func aBodyFarLargerThanTheHeldBytesReachesTheFileWhole(writesBack: Bool) async throws {
         let server = try await LoopbackServer.start()
         defer { Task { await server.shutdown() } }
         let scratch = try TemporaryDirectory("haul-direct")
-        let size = 6 * 1024 * 1024
+        // Past two writeback steps.
+        let size = 2 * EarlyWriteback.step + 3 * 1024 * 1024
         server.serve("/big.bin", size: size)
-        let (stream, progress, descriptor, file) = Self.open(server, "/big.bin", in: scratch)
+        let (stream, progress, descriptor, file) = Self.open(server, "/big.bin", in: scratch, writesBack: writesBack)
+        #expect((progress.writeback != nil) == writesBack)
         defer { close(descriptor) }
         let (head, answered) = try await stream.head()
         #expect(head.status == .ok && head.headers.first(name: "Content-Length") == "\(size)")

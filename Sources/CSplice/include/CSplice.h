@@ -12,5 +12,9 @@ ssize_t haul_splice(int in, int out, int64_t *out_offset, size_t length, int non
 // fcntl(F_SETPIPE_SZ): the pipe's capacity; returns the size set, or -1.
 int haul_set_pipe_size(int pipe, int size);
 
+// sync_file_range(SYNC_FILE_RANGE_WRITE): starts writing `length` bytes at `offset` of `fd` to
+// disk without waiting for them, so a later fsync has less left to wait for.
+int haul_start_writeback(int fd, int64_t offset, int64_t length);
+
 // pipe2(O_CLOEXEC | O_NONBLOCK).
 int haul_pipe(int fds[2]);
