@@ -438,10 +438,11 @@ final class DirectStream: ResponseBody {
             return
         case .chunked:
             var decoder = HTTPWire.ChunkedDecoder()
-            try chunked(rest, &decoder)
+            var buffer = ByteBuffer()
+            try chunked(ByteBuffer(bytes: rest), &decoder)
             while !decoder.isDone {
-                guard let chunk = try readChunk(socket, limit: Self.readSize) else { throw HTTPParserError.invalidEOFState }
-                try chunked(chunk.bytes, &decoder)
+                guard let chunk = try readChunk(socket, limit: Self.readSize, into: &buffer) else { throw HTTPParserError.invalidEOFState }
+                try chunked(chunk, &decoder)
             }
         case .length, .untilClose:
             var left: Int64? = if case .length(let length) = framing { length } else { nil }
@@ -451,6 +452,7 @@ final class DirectStream: ResponseBody {
                 left = left.map { $0 - Int64(count) }
             }
             var splices = true
+            var buffer = ByteBuffer()
             while left.map({ $0 > 0 }) ?? true {
                 let wanted = left.map { Int(min($0, Int64(Self.spliceSize))) } ?? Self.spliceSize
                 let moved: Int
@@ -466,12 +468,12 @@ final class DirectStream: ResponseBody {
                         if count == 0 { continue }
                     }
                 } else {
-                    guard let chunk = try readChunk(socket, limit: min(wanted, Self.readSize)) else {
+                    guard let chunk = try readChunk(socket, limit: min(wanted, Self.readSize), into: &buffer) else {
                         moved = 0
                         break
                     }
-                    try received(chunk.buffer)
-                    moved = chunk.buffer.readableBytes
+                    try received(chunk)
+                    moved = chunk.readableBytes
                 }
                 if moved == 0 { break }
                 left = left.map { $0 - Int64(moved) }
@@ -482,8 +484,7 @@ final class DirectStream: ResponseBody {
     }
 
     /// Hands the data of a chunked body's next bytes to the relay.
-    private func chunked(_ bytes: [UInt8], _ decoder: inout HTTPWire.ChunkedDecoder) throws {
-        let buffer = ByteBuffer(bytes: bytes)
+    private func chunked(_ buffer: ByteBuffer, _ decoder: inout HTTPWire.ChunkedDecoder) throws {
         let ranges: [Range<Int>]
         do {
             ranges = try buffer.withUnsafeReadableBytes { raw throws(HTTPWire.Failure) in try decoder.decode(raw) }
@@ -631,20 +632,26 @@ final class DirectStream: ResponseBody {
         }
     }
 
-    /// The next bytes from the socket, at most `limit`; nil at its end.
-    private func readChunk(_ socket: Int32, limit: Int) throws -> (buffer: ByteBuffer, bytes: [UInt8])? {
+    /// The next bytes from the socket, at most `limit`, read into `buffer` (its storage reused
+    /// once the relay holds no slice of it: no allocation per read); nil at its end.
+    private func readChunk(_ socket: Int32, limit: Int, into buffer: inout ByteBuffer) throws -> ByteBuffer? {
         while true {
             if let stop = state.withLock({ $0.stop }) { throw stop }
             try waitForData(socket)
-            var bytes = [UInt8](repeating: 0, count: limit)
-            let count = bytes.withUnsafeMutableBytes { read(socket, $0.baseAddress, $0.count) }
+            buffer.clear()
+            var count = 0
+            var code: Int32 = 0
+            buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: limit) { raw in
+                count = read(socket, raw.baseAddress, limit)
+                code = errno
+                return max(0, count)
+            }
             if count < 0 {
-                if errno == EAGAIN || errno == EINTR { continue }
-                throw IOError(errnoCode: errno, reason: "read")
+                if code == EAGAIN || code == EINTR { continue }
+                throw IOError(errnoCode: code, reason: "read")
             }
             if count == 0 { return nil }
-            bytes.removeLast(limit - count)
-            return (ByteBuffer(bytes: bytes), bytes)
+            return buffer
         }
     }
 

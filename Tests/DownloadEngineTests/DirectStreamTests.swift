@@ -14,7 +14,8 @@ import TestSupport
 /// file whole past the bytes held in memory (spliced from there on), a limit, a cut and a cancel
 /// behave as through AsyncHTTPClient. (Every session test over plain http goes this way too.)
 @Suite struct DirectStreamTests {
-    static let timeouts = DirectStream.Timeouts(connect: .seconds(2), head: .seconds(5), stall: .seconds(5))
+    // Generous: the suite runs many tests at once on 2 cores; no test here is about a timeout.
+    static let timeouts = DirectStream.Timeouts(connect: .seconds(10), head: .seconds(30), stall: .seconds(30))
 
     /// A stream for `path` of `server` and an empty file to write into.
     static func open(_ server: LoopbackServer, _ path: String, in scratch: TemporaryDirectory, headers: HTTPHeaders = HTTPHeaders(), writesBack: Bool = false)
