@@ -41,7 +41,6 @@ final class DirectStream: ResponseBody {
         var stall: TimeAmount
     }
 
-
     private struct State {
         var relay = Relay()
         /// Reading waits for the relay (a pause it has not let go yet).
