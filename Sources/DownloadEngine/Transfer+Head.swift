@@ -42,7 +42,8 @@ extension Transfer {
                 let timeouts = DirectStream.Timeouts(connect: clients.connectTimeout, head: headTimeout, stall: stallTimeout)
                 stream = DirectStream(url: Self.withoutCredentials(url), headers: try request(url, range: range, ifRange: ifRange).headers, progress: progress, throttle: throttle, timeouts: timeouts)
                 #else
-                preconditionFailure("DirectStream is Linux only")
+                // Not reached: `direct` is false off Linux, where every request has a route.
+                throw Refused(reason: "cannot request \(url.redactingPassword)")
                 #endif
             }
             do {
