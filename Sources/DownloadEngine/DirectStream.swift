@@ -132,7 +132,7 @@ final class DirectStream: ResponseBody {
         state.withLock { state in
             let start = state.relay.relay(to: sink)
             var stop = start.stopRequest
-            if let write = start.write, case .stop = Self.perform(write, &state.relay, progress) { stop = true }
+            if let write = start.write, case .stop = progress.carryOut(write, on: &state.relay) { stop = true }
             if stop, state.stop == nil { state.stop = SinkFull() }
             if start.resume != nil { state.paused = false }
         }
@@ -211,7 +211,7 @@ final class DirectStream: ResponseBody {
     private func finish(_ error: (any Error)?) {
         let (end, early, waiters) = state.withLock { state in
             let end = state.relay.ended(error)
-            if let write = end.write { _ = Self.perform(write, &state.relay, progress) }
+            if let write = end.write { _ = progress.carryOut(write, on: &state.relay) }
             state.finished = error.map { .failure($0) } ?? .success(())
             let waiters = state.finishWaiters
             state.finishWaiters = []
@@ -372,7 +372,7 @@ final class DirectStream: ResponseBody {
             if result > 0 {
                 sent += result
             } else if result < 0, errno == EAGAIN || errno == EINTR {
-                guard try waitFor(socket, events: POLLOUT, until: deadline) else { throw HTTPClientError.deadlineExceeded }
+                guard try waitUntilReady(socket, events: POLLOUT, until: deadline) else { throw HTTPClientError.deadlineExceeded }
             } else {
                 throw IOError(errnoCode: result < 0 ? errno : EPIPE, reason: "send")
             }
@@ -388,7 +388,7 @@ final class DirectStream: ResponseBody {
     private func readHead(_ socket: Int32, deadline: NIODeadline) throws -> (Head, [UInt8]) {
         var bytes: [UInt8] = []
         while true {
-            guard try waitFor(socket, events: POLLIN, until: deadline) else { throw HTTPClientError.deadlineExceeded }
+            guard try waitUntilReady(socket, events: POLLIN, until: deadline) else { throw HTTPClientError.deadlineExceeded }
             var chunk = [UInt8](repeating: 0, count: 64 << 10)
             let count = chunk.withUnsafeMutableBytes { read(socket, $0.baseAddress, $0.count) }
             if count < 0 {
@@ -572,18 +572,13 @@ final class DirectStream: ResponseBody {
             }
         }
         try finishSplice(write, written: write.count - left, error: code)
-        progress.writeback?.wrote(write.count - left, at: write.position, to: write.descriptor)
         return .moved(moved)
     }
 
     /// Tells the relay what a splice wrote, and carries out what follows: the rate limit's wait,
     /// or the stop (thrown).
     private func finishSplice(_ write: Relay.Write, written: Int, error code: Int32?) throws {
-        let next = state.withLock { state -> Relay.Received in
-            let (next, grown) = state.relay.wrote(write, written: written, error: code)
-            Self.publish(grown, progress)
-            return next
-        }
+        let next = state.withLock { progress.wrote(write, written: written, error: code, on: &$0.relay) }
         switch next {
         case .stop(let error): throw error
         case .readOn(let took, _): try pauseForLimit(took)
@@ -658,7 +653,7 @@ final class DirectStream: ResponseBody {
     private func received(_ chunk: ByteBuffer) throws {
         let received = state.withLock { state -> Relay.Received in
             var received = state.relay.received(chunk)
-            if case .write(let write) = received { received = Self.perform(write, &state.relay, progress) }
+            if case .write(let write) = received { received = progress.carryOut(write, on: &state.relay) }
             if case .pause = received {
                 state.relay.paused(Paused())
                 state.paused = true
@@ -698,7 +693,7 @@ final class DirectStream: ResponseBody {
     /// Writes what waits in the queue; throws when that stops the request.
     private func flushQueue() throws {
         try state.withLock { state throws in
-            if let write = state.relay.flushQueue(), case .stop(let error) = Self.perform(write, &state.relay, progress) { throw error }
+            if let write = state.relay.flushQueue(), case .stop(let error) = progress.carryOut(write, on: &state.relay) { throw error }
         }
     }
 
@@ -725,6 +720,15 @@ final class DirectStream: ResponseBody {
             }
             if NIODeadline.now() >= deadline { throw HTTPClientError.readTimeout }
         }
+    }
+
+    /// Waits until `fd` is ready for `events`: false only at `deadline` (a wake, which may be left
+    /// over from a name lookup, is not one); throws when the request stops.
+    private func waitUntilReady(_ fd: Int32, events: Int32, until deadline: NIODeadline) throws -> Bool {
+        while NIODeadline.now() < deadline {
+            if try waitFor(fd, events: events, until: deadline) { return true }
+        }
+        return false
     }
 
     /// Waits for the wake pipe only; throws when the request stops.
@@ -769,23 +773,5 @@ final class DirectStream: ResponseBody {
         while bytes.withUnsafeMutableBytes({ read(wake.read, $0.baseAddress, $0.count) }) > 0 {}
     }
 
-    // MARK: Helpers
-
-    /// Carries out `write`, tells the relay, counts the bytes on disk; what follows for the chunk.
-    private static func perform(_ write: Relay.Write, _ relay: inout Relay, _ progress: TransferProgress) -> Relay.Received {
-        let (written, code) = ResponseStream.gather(write.buffers, count: write.count, to: write.descriptor, at: write.position)
-        progress.writeback?.wrote(written, at: write.position, to: write.descriptor)
-        let (received, grown) = relay.wrote(write, written: written, error: code)
-        publish(grown, progress)
-        return received
-    }
-
-    private static func publish(_ grown: Relay.Progress, _ progress: TransferProgress) {
-        switch grown {
-        case .none: break
-        case .at(let position): progress.bytesOnDisk.store(position, ordering: .relaxed)
-        case .added(let count): progress.bytesOnDisk.add(count, ordering: .relaxed)
-        }
-    }
 }
 #endif

@@ -344,18 +344,9 @@ final class ResponseStream: HTTPClientResponseDelegate, Sendable {
         }
     }
 
-    /// Carries out `write` (`pwritev`, retrying short writes and EINTR), tells the relay, counts the
-    /// bytes on disk, and returns what follows for the chunk that led to it.
+    /// Carries out `write` (see `TransferProgress.carryOut`).
     private func perform(_ write: Relay.Write, _ relay: inout Relay) -> Relay.Received {
-        let (written, code) = Self.gather(write.buffers, count: write.count, to: write.descriptor, at: write.position)
-        progress.writeback?.wrote(written, at: write.position, to: write.descriptor)
-        let (received, grown) = relay.wrote(write, written: written, error: code)
-        switch grown {
-        case .none: break
-        case .at(let position): progress.bytesOnDisk.store(position, ordering: .relaxed)
-        case .added(let count): progress.bytesOnDisk.add(count, ordering: .relaxed)
-        }
-        return received
+        progress.carryOut(write, on: &relay)
     }
 
     /// Writes `buffers` (`count` bytes in all) at `offset` of `descriptor` with as few `pwritev`
@@ -399,5 +390,30 @@ final class ResponseStream: HTTPClientResponseDelegate, Sendable {
             }
             return body(UnsafeBufferPointer(rebasing: vectors[0..<used]))
         }
+    }
+}
+
+extension TransferProgress {
+    /// Carries out `write` (`pwritev`, retrying short writes and EINTR), tells `relay`, counts what
+    /// reached the file, and returns what follows for the chunk that led to it. Both streams write so.
+    func carryOut<Head, Body, Pause>(_ write: BodyRelay<Head, Body, Pause>.Write, on relay: inout BodyRelay<Head, Body, Pause>) -> BodyRelay<Head, Body, Pause>.Received {
+        let (written, code) = ResponseStream.gather(write.buffers, count: write.count, to: write.descriptor, at: write.position)
+        return wrote(write, written: written, error: code, on: &relay)
+    }
+
+    /// `written` bytes of `write` reached the file, then errno `code` stopped it (however they got
+    /// there: a `pwritev`, a splice): tells `relay`, counts them on disk and for the early writeback,
+    /// and returns what follows.
+    func wrote<Head, Body, Pause>(
+        _ write: BodyRelay<Head, Body, Pause>.Write, written: Int, error code: Int32?, on relay: inout BodyRelay<Head, Body, Pause>
+    ) -> BodyRelay<Head, Body, Pause>.Received {
+        let (received, grown) = relay.wrote(write, written: written, error: code)
+        writeback?.wrote(written, at: write.position, to: write.descriptor)
+        switch grown {
+        case .none: break
+        case .at(let position): bytesOnDisk.store(position, ordering: .relaxed)
+        case .added(let count): bytesOnDisk.add(count, ordering: .relaxed)
+        }
+        return received
     }
 }
