@@ -14,7 +14,7 @@ public enum SpaceFloor: Sendable, Hashable {
 
     /// `2G`, `500M`, `0` (no floor: only a full disk stops downloads) or `auto`.
     public static func parse(_ text: String, what: String) throws(ByteCount.Invalid) -> SpaceFloor {
-        let trimmed = text.trimmingCharacters(in: .whitespaces).lowercased()
+        let trimmed = text.trimmingWhitespace().lowercased()
         if trimmed == "auto" { return .automatic }
         if trimmed == "0" { return .bytes(0) }
         return .bytes(try ByteCount.parse(text, what: what))

@@ -17,7 +17,7 @@ public enum FileNaming {
         // Only the last path component counts: "../../etc/passwd" and "C:\x\y" name "passwd" and "y".
         let lastComponent = proposed.split(whereSeparator: { $0 == "/" || $0 == "\\" }).last.map(String.init) ?? ""
         var name = String(String.UnicodeScalarView(lastComponent.unicodeScalars.filter { !TerminalText.isControl($0) && !isInvisible($0) }))
-        name = name.trimmingCharacters(in: .whitespacesAndNewlines)
+        name = name.trimmingWhitespace(newlines: true)
         guard name != ".", name != "..", !name.isEmpty else { return nil }
         if name.hasPrefix("-") || name.hasPrefix(".") { name = "_" + name }
         name = truncate(name, toBytes: maxNameBytes)

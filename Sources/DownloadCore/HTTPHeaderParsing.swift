@@ -14,19 +14,19 @@ public struct ContentRange: Sendable, Hashable {
 
     /// Parses `bytes 0-99/1000`, `bytes 0-99/*` and `bytes */1000`; nil for anything else.
     public init?(_ value: String) {
-        let trimmed = value.trimmingCharacters(in: .whitespaces)
+        let trimmed = value.trimmingWhitespace()
         guard trimmed.lowercased().hasPrefix("bytes") else { return nil }
-        let rest = trimmed.dropFirst("bytes".count).trimmingCharacters(in: .whitespaces)
+        let rest = trimmed.dropFirst("bytes".count).trimmingWhitespace()
         let halves = rest.split(separator: "/", omittingEmptySubsequences: false)
         guard halves.count == 2 else { return nil }
-        let totalText = halves[1].trimmingCharacters(in: .whitespaces)
+        let totalText = halves[1].trimmingWhitespace()
         if totalText == "*" {
             total = nil
         } else {
             guard let value = Self.number(totalText) else { return nil }
             total = value
         }
-        let rangeText = halves[0].trimmingCharacters(in: .whitespaces)
+        let rangeText = halves[0].trimmingWhitespace()
         if rangeText == "*" {
             guard total != nil else { return nil }
             range = nil
@@ -50,7 +50,7 @@ public struct ContentRange: Sendable, Hashable {
 public enum RetryAfter {
     /// Seconds to wait from `now`, never negative; nil when the value is neither form.
     public static func seconds(from value: String, now: Date) -> Double? {
-        let trimmed = value.trimmingCharacters(in: .whitespaces)
+        let trimmed = value.trimmingWhitespace()
         if let seconds = Int64(trimmed), seconds >= 0 {
             return Double(seconds)
         }
@@ -133,9 +133,9 @@ public enum ContentDisposition {
                     parsed.append(first)
                     chars = chars.dropFirst()
                 }
-                parsed = parsed.trimmingCharacters(in: .whitespaces)
+                parsed = parsed.trimmingWhitespace()
             }
-            result.append((name.trimmingCharacters(in: .whitespaces).lowercased(), parsed))
+            result.append((name.trimmingWhitespace().lowercased(), parsed))
         }
         return result
     }

@@ -42,7 +42,7 @@ public struct ProxySettings: Sendable, Hashable {
     public static func from(environment: [String: String]) throws(Invalid) -> ProxySettings {
         func value(_ names: String...) -> (String, String)? {
             for name in names {
-                if let text = environment[name]?.trimmingCharacters(in: .whitespaces), !text.isEmpty { return (name, text) }
+                if let text = environment[name]?.trimmingWhitespace(), !text.isEmpty { return (name, text) }
             }
             return nil
         }
@@ -51,7 +51,7 @@ public struct ProxySettings: Sendable, Hashable {
         if let (name, text) = value("http_proxy") ?? all { settings.http = try parse(text, variable: name) }
         if let (name, text) = value("https_proxy", "HTTPS_PROXY") ?? all { settings.https = try parse(text, variable: name) }
         if let (_, text) = value("no_proxy", "NO_PROXY") {
-            settings.noProxy = text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces).lowercased() }.filter { !$0.isEmpty }
+            settings.noProxy = text.split(separator: ",").map { $0.trimmingWhitespace().lowercased() }.filter { !$0.isEmpty }
         }
         return settings
     }

@@ -24,7 +24,7 @@ public enum Redirects {
         status: Int, location: String?, from current: URL, visited: [URL], allowDowngrade: Bool
     ) -> Decision {
         guard [301, 302, 303, 307, 308].contains(status) else { return .answer }
-        guard let location = location?.trimmingCharacters(in: .whitespaces), !location.isEmpty else {
+        guard let location = location?.trimmingWhitespace(), !location.isEmpty else {
             return .refuse(reason: "HTTP \(status) redirect without a Location")
         }
         let shown = TerminalText.sanitize(String(location.prefix(200)))

@@ -47,7 +47,7 @@ public struct HeaderField: Sendable, Hashable, Codable, CustomStringConvertible 
             throw Invalid(description: "header '\(text)' is not 'Name: value'")
         }
         let name = String(text[..<colon])
-        let value = text[text.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+        let value = text[text.index(after: colon)...].trimmingWhitespace()
         guard !name.isEmpty, name.unicodeScalars.allSatisfy(isTokenCharacter) else {
             throw Invalid(description: "header name '\(name)' is not a valid HTTP field name")
         }
@@ -130,7 +130,7 @@ public enum ByteCount {
     }
 
     public static func parse(_ text: String, what: String) throws(Invalid) -> Int64 {
-        var digits = text.trimmingCharacters(in: .whitespaces)
+        var digits = text.trimmingWhitespace()
         if digits.hasSuffix("/s") { digits.removeLast(2) }
         if digits.uppercased().hasSuffix("B") { digits.removeLast() }
         // 2M, 2MB and 2MiB all mean 2 × 1024 × 1024.

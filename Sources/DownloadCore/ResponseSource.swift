@@ -25,11 +25,11 @@ public enum ResponseSource: Sendable, Hashable {
         }
         if !values("x-squid-error").isEmpty { return .proxy(proxy) }
         if let last = lastMember(values("proxy-status").joined(separator: ",")) {
-            let parameters = last.split(separator: ";").dropFirst().map { $0.split(separator: "=").first?.trimmingCharacters(in: .whitespaces).lowercased() ?? "" }
+            let parameters = last.split(separator: ";").dropFirst().map { $0.split(separator: "=").first?.trimmingWhitespace().lowercased() ?? "" }
             if parameters.contains("error") { return .proxy(proxy) }
             if parameters.contains("received-status") { return nil }
         }
-        let product = values("server").first.map { $0.trimmingCharacters(in: .whitespaces).prefix { $0 != "/" && $0 != " " }.lowercased() } ?? ""
+        let product = values("server").first.map { $0.trimmingWhitespace().prefix { $0 != "/" && $0 != " " }.lowercased() } ?? ""
         let via = lastMember(values("via").joined(separator: ","))
         if product.count >= 3, via?.lowercased().contains(product) == true || product == "tinyproxy" { return .proxy(proxy) }
         return via == nil ? .proxyOrServer(proxy) : nil
@@ -49,7 +49,7 @@ public enum ResponseSource: Sendable, Hashable {
             default: break
             }
         }
-        let last = list[start...].trimmingCharacters(in: .whitespaces)
+        let last = list[start...].trimmingWhitespace()
         return last.isEmpty ? nil : last
     }
 

@@ -111,13 +111,13 @@ public struct ResponseFacts: Sendable, Hashable {
     /// The media type (`text/html`), lower-cased, without parameters; nil when not sent.
     public var mediaType: String? {
         guard let contentType else { return nil }
-        let type = contentType.prefix { $0 != ";" }.trimmingCharacters(in: .whitespaces).lowercased()
+        let type = contentType.prefix { $0 != ";" }.trimmingWhitespace().lowercased()
         return type.isEmpty ? nil : TerminalText.sanitize(String(type.prefix(80)))
     }
 
     /// "HTTP 404 Not Found"; "HTTP 403 Forbidden (from the proxy 127.0.0.1:3128)" for a proxy's own.
     public var statusText: String {
-        let phrase = TerminalText.sanitize(reasonPhrase).trimmingCharacters(in: .whitespaces)
+        let phrase = TerminalText.sanitize(reasonPhrase).trimmingWhitespace()
         return (phrase.isEmpty ? "HTTP \(status)" : "HTTP \(status) \(phrase)") + (source?.suffix(status: status) ?? "")
     }
 
@@ -137,7 +137,7 @@ public struct ResponseFacts: Sendable, Hashable {
 
     /// "Basic (realm "files")" from `Basic realm="files"`; the scheme alone when there is no realm.
     private var asked: String {
-        guard let authenticate = authenticate.map({ TerminalText.sanitize($0).trimmingCharacters(in: .whitespaces) }),
+        guard let authenticate = authenticate.map({ TerminalText.sanitize($0).trimmingWhitespace() }),
               !authenticate.isEmpty else { return "some" }
         let scheme = String(authenticate.prefix { $0 != " " && $0 != "," }.prefix(20))
         guard let start = authenticate.range(of: "realm=\"", options: .caseInsensitive)?.upperBound,

@@ -22,7 +22,7 @@ public enum URLValidation {
         if text.unicodeScalars.contains(where: TerminalText.isControl) {
             throw Invalid(input: text, reason: "contains control characters")
         }
-        let trimmed = text.trimmingCharacters(in: .whitespaces)
+        let trimmed = text.trimmingWhitespace()
         guard !trimmed.isEmpty else { throw Invalid(input: text, reason: "empty") }
         guard !trimmed.contains(" ") else { throw Invalid(input: text, reason: "contains spaces") }
         // What may not be raw is percent-encoded first, escapes kept: the target goes out as written.

@@ -12,8 +12,8 @@ import NIOHTTP1
 import Synchronization
 
 #if os(Linux)
-/// One GET over plain http without a proxy, on a socket of haul's own and a thread of its own:
-/// once the transfer says where the body goes, its bytes move from the socket into the part file
+/// One GET over plain http without a proxy, on a socket of haul's own and a thread of its own
+/// (one of `BlockingThreads`, kept for the next request when this one ends): once the transfer says where the body goes, its bytes move from the socket into the part file
 /// inside the kernel (`splice` through a pipe), never copied through haul's memory.
 ///
 /// That copy is what a download mostly costs (issue 20's profile: copying out of the socket was
@@ -77,9 +77,7 @@ final class DirectStream: ResponseBody {
         wakeError = haul_pipe(&fds) == 0 ? 0 : errno
         wake = wakeError == 0 ? (fds[0], fds[1]) : (-1, -1)
         let request = Self.request(url, headers: headers)
-        let thread = Thread { [self] in run(request: request) }
-        thread.name = "haul-direct"
-        thread.start()
+        BlockingThreads.shared.run { [self] in run(request: request) }
     }
 
     deinit {
@@ -307,13 +305,11 @@ final class DirectStream: ResponseBody {
         if !numeric.isEmpty { return numeric }
         let lookup = Lookup()
         // Holds the stream (and so its wake pipe) until the lookup returns.
-        let thread = Thread { [self] in
+        BlockingThreads.shared.run { [self] in
             let found = Self.addresses(of: host, port: port)
             lookup.answer.withLock { $0 = found }
             signal()
         }
-        thread.name = "haul-lookup"
-        thread.start()
         while true {
             if let found = lookup.answer.withLock({ $0 }) {
                 guard !found.isEmpty else { throw HostNotFound() }

@@ -95,7 +95,7 @@ public enum BootID {
         var buffer = [UInt8](repeating: 0, count: 64)
         let count = read(fd, &buffer, buffer.count)
         guard count > 0 else { return nil }
-        let text = String(decoding: buffer[0..<count], as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        let text = String(decoding: buffer[0..<count], as: UTF8.self).trimmingWhitespace(newlines: true)
         return text.isEmpty ? nil : text
     }
 }

@@ -740,7 +740,7 @@ struct Transfer: Sendable {
         return ResponseFacts(
             status: Int(head.status.code),
             reasonPhrase: head.status.reasonPhrase,
-            contentLength: headers.first(name: "Content-Length").flatMap { Int64($0.trimmingCharacters(in: .whitespaces)) },
+            contentLength: headers.first(name: "Content-Length").flatMap { Int64($0.trimmingWhitespace()) },
             contentRange: headers.first(name: "Content-Range"),
             etag: headers.first(name: "ETag").map(Self.trimmed),
             lastModified: headers.first(name: "Last-Modified").map(Self.trimmed),
@@ -765,7 +765,7 @@ struct Transfer: Sendable {
 
     /// A stored validator is sent back in `If-Range`, where a newline would make the request invalid.
     private static func trimmed(_ value: String) -> String {
-        String(value.unicodeScalars.filter { !TerminalText.isControl($0) }.map(Character.init)).trimmingCharacters(in: .whitespaces)
+        String(value.unicodeScalars.filter { !TerminalText.isControl($0) }.map(Character.init)).trimmingWhitespace()
     }
 }
 

@@ -227,7 +227,7 @@ final class ConnectAnswerReader: ChannelInboundHandler, RemovableChannelHandler 
         let code = status.count >= 2 ? Int(status[1]) ?? 502 : 502
         let phrase = status.count == 3 ? String(status[2]) : ""
         let authenticate = lines.dropFirst().first { $0.lowercased().hasPrefix("proxy-authenticate:") }
-            .map { String($0.dropFirst("proxy-authenticate:".count)).trimmingCharacters(in: .whitespaces) }
+            .map { String($0.dropFirst("proxy-authenticate:".count)).trimmingWhitespace() }
         let rest = received
         received = ByteBuffer()
         let callback = done

@@ -72,14 +72,14 @@ enum ConfigFile {
     static func apply(_ text: String, name: String, to base: Settings, home: String?) throws(UsageError) -> Settings {
         var settings = base
         for (index, rawLine) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
-            let line = rawLine.trimmingCharacters(in: .whitespaces)
+            let line = rawLine.trimmingWhitespace()
             guard !line.isEmpty, !line.hasPrefix("#") else { continue }
             let place = "\(TerminalText.sanitize(name)):\(index + 1)"
             guard let equals = line.firstIndex(of: "=") else {
                 throw UsageError(message: "\(place): expected 'key = value'")
             }
-            let key = line[..<equals].trimmingCharacters(in: .whitespaces).lowercased()
-            let value = line[line.index(after: equals)...].trimmingCharacters(in: .whitespaces)
+            let key = line[..<equals].trimmingWhitespace().lowercased()
+            let value = line[line.index(after: equals)...].trimmingWhitespace()
             do throws(UsageError) {
                 try set(key, value, in: &settings, home: home)
             } catch {
@@ -161,7 +161,7 @@ enum OptionCheck {
     static let seconds = 1...3600
 
     static func integer(_ text: String, _ name: String, in range: ClosedRange<Int>) throws(UsageError) -> Int {
-        guard let value = Int(text.trimmingCharacters(in: .whitespaces)) else {
+        guard let value = Int(text.trimmingWhitespace()) else {
             throw UsageError(message: "\(name) must be a whole number, not '\(TerminalText.sanitize(text))'")
         }
         return try integer(value, name, in: range)
@@ -183,7 +183,7 @@ enum OptionCheck {
 
     /// A rate as `rate` takes it, or none for `0` (`--limit-rate-each`).
     static func rateOrNone(_ text: String, _ name: String) throws(UsageError) -> Int64? {
-        if text.trimmingCharacters(in: .whitespaces) == "0" { return nil }
+        if text.trimmingWhitespace() == "0" { return nil }
         let value = try byteCount(text, name)
         guard value >= QueueLimits.minimumRate else { throw UsageError(message: "\(name) must be at least 1K, or 0 for none") }
         return value
@@ -235,7 +235,7 @@ enum OptionCheck {
 
     /// `30s`, `10m`, `1h` or plain seconds, in seconds.
     static func duration(_ text: String, _ name: String) throws(UsageError) -> Int {
-        let trimmed = text.trimmingCharacters(in: .whitespaces).lowercased()
+        let trimmed = text.trimmingWhitespace().lowercased()
         let units: [(suffix: String, seconds: Int)] = [("min", 60), ("s", 1), ("m", 60), ("h", 3600)]
         var digits = trimmed
         var unit = 1

@@ -130,7 +130,7 @@ struct Demo: AsyncParsableCommand {
     /// The server on the port a previous demo of this queue used (its URLs are in the queue), else
     /// on a free one.
     static func startServer(portFile: String) async throws -> LoopbackServer {
-        let previous = (try? String(contentsOfFile: portFile, encoding: .utf8)).flatMap { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
+        let previous = (try? String(contentsOfFile: portFile, encoding: .utf8)).flatMap { Int($0.trimmingWhitespace(newlines: true)) }
         var reused: LoopbackServer?
         if let previous { reused = try? await LoopbackServer.start(port: previous) }
         let started: LoopbackServer

@@ -258,7 +258,7 @@ struct AddOptions: ParsableArguments {
             throw UsageError(message: "cannot read \(TerminalText.sanitize(inputFile)): \(LocalPath.reason(error))")
         }
         for (number, line) in contents.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
-            let text = line.trimmingCharacters(in: .whitespacesAndNewlines)
+            let text = line.trimmingWhitespace(newlines: true)
             guard !text.isEmpty, !text.hasPrefix("#") else { continue }
             do {
                 parsed.append(try URLValidation.parse(text))

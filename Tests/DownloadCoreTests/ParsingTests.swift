@@ -217,3 +217,22 @@ import Testing
         #expect(meter.bytesPerSecond < 0.5 * 102_400, "six quiet seconds: \(meter.bytesPerSecond)")
     }
 }
+
+@Suite struct TrimmingTests {
+    /// The fast path takes text with visible ASCII at both ends as it is; everything else goes to
+    /// Foundation, so the result is always Foundation's.
+    @Test func trimsAsFoundationDoes() {
+        let samples = [
+            "", " ", "\t", "http://a/b", " http://a/b", "http://a/b ", "\thttp://a/b\t", "a", " a ", "a b",
+            "\u{00A0}x\u{00A0}", "\u{2003}name\u{3000}", "x\u{00A0}", "é", " é ", "名前", "\r\nline\r\n", "\nx", "x\n", "\u{85}x\u{85}",
+        ]
+        for sample in samples {
+            #expect(sample.trimmingWhitespace() == sample.trimmingCharacters(in: .whitespaces), "\(sample.debugDescription)")
+            #expect(
+                sample.trimmingWhitespace(newlines: true) == sample.trimmingCharacters(in: .whitespacesAndNewlines), "\(sample.debugDescription)"
+            )
+            let padded = "[\(sample)]".dropFirst().dropLast()
+            #expect(padded.trimmingWhitespace() == padded.trimmingCharacters(in: .whitespaces), "substring \(sample.debugDescription)")
+        }
+    }
+}

@@ -154,6 +154,24 @@ import TestSupport
         #expect(requesters == 2)
     }
 
+    /// One statement deletes the old requesters of every row a commit saves, and only theirs.
+    @Test func aCommitRewritesTheRequestersOfTheRowsItSavesOnly() throws {
+        let database = try AppDatabase.open(at: path)
+        var first = try download(1)
+        var second = try download(2)
+        first.extraDestinations = [.file("/x")]
+        second.extraDestinations = [.file("/y"), .file("/z")]
+        try commit(database, saving: [first, second])
+        first.extraDestinations = []
+        var third = try download(3)
+        third.extraDestinations = [.file("/w")]
+        try commit(database, saving: [first, third])
+        let queue = try database.loadQueue().downloads
+        #expect(queue.map(\.extraDestinations) == [[], [.file("/y"), .file("/z")], [.file("/w")]])
+        let requesters = try DatabaseQueue(path: path).read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM requester") }
+        #expect(requesters == 3)
+    }
+
     @Test func theFilesArePrivate() throws {
         _ = try AppDatabase.open(at: path)
         var info = stat()

@@ -1,0 +1,57 @@
+@testable import DownloadEngine
+import Foundation
+import Synchronization
+import Testing
+import TestSupport
+
+/// The threads plain-http requests and name lookups run on: every job starts at once (jobs block,
+/// so none may wait for another's thread), a thread that waits takes the next job, and a thread
+/// with nothing to do ends.
+@Suite struct BlockingThreadsTests {
+    /// Jobs that each block until all of them run: possible only with a thread each, at once.
+    @Test func everyJobRunsAtOnceOnAThreadOfItsOwn() async throws {
+        let pool = BlockingThreads(name: "haul-test", idleTime: 10)
+        let count = 24
+        let started = Atomic<Int>(0)
+        let finished = Atomic<Int>(0)
+        let release = DispatchSemaphore(value: 0)
+        for _ in 0..<count {
+            pool.run {
+                started.add(1, ordering: .sequentiallyConsistent)
+                // Never hangs the suite: the wait ends after 30 s either way.
+                _ = release.wait(timeout: .now() + 30)
+                finished.add(1, ordering: .sequentiallyConsistent)
+            }
+        }
+        try await waitUntil(timeout: 20, "\(count) jobs running side by side") { started.load(ordering: .sequentiallyConsistent) == count }
+        #expect(pool.counts.alive == count)
+        for _ in 0..<count { release.signal() }
+        try await waitUntil(timeout: 20, "the jobs to end") { finished.load(ordering: .sequentiallyConsistent) == count }
+        try await waitUntil(timeout: 20, "every thread to wait for a job") { pool.counts.waiting == count }
+    }
+
+    /// A thread that finished its job takes the next: no new thread, the same one.
+    @Test func aWaitingThreadTakesTheNextJob() async throws {
+        let pool = BlockingThreads(name: "haul-test", idleTime: 10)
+        let threads = Mutex<[pthread_t]>([])
+        for round in 1...3 {
+            pool.run { threads.withLock { $0.append(pthread_self()) } }
+            try await waitUntil(timeout: 20, "job \(round) to run and its thread to wait") {
+                threads.withLock { $0.count } == round && pool.counts.waiting == 1
+            }
+        }
+        #expect(pool.counts.alive == 1)
+        #expect(Set(threads.withLock { $0 }).count == 1, "one thread ran the three jobs")
+    }
+
+    /// Idle threads end after `idleTime`; a job after that gets a new one.
+    @Test func idleThreadsEnd() async throws {
+        let pool = BlockingThreads(name: "haul-test", idleTime: 0.2)
+        let ran = Atomic<Int>(0)
+        for _ in 0..<4 { pool.run { ran.add(1, ordering: .sequentiallyConsistent) } }
+        try await waitUntil(timeout: 20, "the jobs to run") { ran.load(ordering: .sequentiallyConsistent) == 4 }
+        try await waitUntil(timeout: 20, "the idle threads to end") { pool.counts.alive == 0 }
+        pool.run { ran.add(1, ordering: .sequentiallyConsistent) }
+        try await waitUntil(timeout: 20, "a job after they ended to run") { ran.load(ordering: .sequentiallyConsistent) == 5 }
+    }
+}
