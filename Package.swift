@@ -51,6 +51,8 @@ let package = Package(
             dependencies: [
                 "DownloadCore",
                 .product(name: "GRDB", package: "GRDB.swift"),
+                // SQLite's C API, for the statements a commit binds per row (`RawStatement`).
+                .product(name: "GRDBSQLite", package: "GRDB.swift"),
             ]
         ),
         // A SwiftNIO HTTP/1.1 server with Range, validators and fault injection (demo and tests).

@@ -18,8 +18,33 @@ extension Format {
         var time = time_t(remainder < 0 ? seconds - 1 : seconds)
         var parts = tm()
         gmtime_r(&time, &parts)
-        return pad(Int(parts.tm_year) + 1900, 4) + "-" + pad(Int(parts.tm_mon) + 1, 2) + "-" + pad(Int(parts.tm_mday), 2) + separator
-            + pad(Int(parts.tm_hour), 2) + ":" + pad(Int(parts.tm_min), 2) + ":" + pad(Int(parts.tm_sec), 2) + "." + pad(milliseconds, 3)
+        let year = Int(parts.tm_year) + 1900
+        guard (0...9999).contains(year) else {
+            return pad(year, 4) + "-" + pad(Int(parts.tm_mon) + 1, 2) + "-" + pad(Int(parts.tm_mday), 2) + separator
+                + pad(Int(parts.tm_hour), 2) + ":" + pad(Int(parts.tm_min), 2) + ":" + pad(Int(parts.tm_sec), 2) + "." + pad(milliseconds, 3)
+        }
+        // Digit by digit into one buffer: a store commit writes a few dates a row, the log one a
+        // line, and fourteen small strings joined cost ten times as much.
+        var text: [UInt8] = []
+        text.reserveCapacity(23 + separator.utf8.count)
+        func put(_ value: Int, _ width: Int, then mark: UInt8? = nil) {
+            var divisor = 1
+            for _ in 1..<width { divisor *= 10 }
+            while divisor > 0 {
+                text.append(UInt8(ascii: "0") + UInt8(value / divisor % 10))
+                divisor /= 10
+            }
+            if let mark { text.append(mark) }
+        }
+        put(year, 4, then: UInt8(ascii: "-"))
+        put(Int(parts.tm_mon) + 1, 2, then: UInt8(ascii: "-"))
+        put(Int(parts.tm_mday), 2)
+        text.append(contentsOf: separator.utf8)
+        put(Int(parts.tm_hour), 2, then: UInt8(ascii: ":"))
+        put(Int(parts.tm_min), 2, then: UInt8(ascii: ":"))
+        put(Int(parts.tm_sec), 2, then: UInt8(ascii: "."))
+        put(milliseconds, 3)
+        return String(decoding: text, as: UTF8.self)
     }
 
     /// The date `utc(_:separator:)` wrote (a space or `T` between date and time, up to nine digits

@@ -345,14 +345,16 @@ public struct AppDatabase: QueueJournal, Sendable {
     /// is not in the queue (removed meanwhile) is dropped.
     private static func appendHistory(_ entries: [HistoryEntry], _ db: Database) throws {
         guard !entries.isEmpty else { return }
-        let insert = try db.cachedStatement(sql: """
-            INSERT INTO history (downloadId, time, kind, text)
-            SELECT ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM download WHERE id = ?)
-            """)
         var touched: Set<Int64> = []
         for entry in entries {
             let key = entry.download.rawValue
-            try insert.execute(arguments: [key, StoredDate.text(entry.time), entry.kind.rawValue, entry.text, key])
+            var insert = try RawStatement(db, sql: historySQL)
+            try insert.bind(key)
+            try insert.bind(StoredDate.text(entry.time))
+            try insert.bind(entry.kind.rawValue)
+            try insert.bind(entry.text)
+            try insert.bind(key)
+            try insert.run()
             touched.insert(key)
         }
         // Everything older than each download's newest `keptPerDownload` goes, for all of them in
@@ -366,6 +368,11 @@ public struct AppDatabase: QueueJournal, Sendable {
             )
             """).execute(arguments: [jsonList(touched.sorted()), HistoryEntry.keptPerDownload])
     }
+
+    private static let historySQL = """
+        INSERT INTO history (downloadId, time, kind, text)
+        SELECT ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM download WHERE id = ?)
+        """
 
     /// Keys as a JSON array, for `json_each`: one statement for a list of any length.
     private static func jsonList(_ keys: some Sequence<Int64>) -> String {

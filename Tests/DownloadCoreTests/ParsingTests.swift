@@ -236,3 +236,21 @@ import Testing
         }
     }
 }
+
+@Suite struct UTCFormatTests {
+    /// Digit by digit, as Foundation formats the same instant, across the years a clock can show.
+    @Test func matchesFoundationsFormatter() {
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "UTC")
+        formatter.dateFormat = "yyyy-MM-dd HH:mm:ss.SSS"
+        var generator = SystemRandomNumberGenerator()
+        for _ in 0..<500 {
+            // Whole milliseconds from 1600 (Foundation turns Julian before 1582) to 9999: no
+            // rounding for the two to differ on.
+            let milliseconds = Int64.random(in: -11_676_096_000_000...253_402_300_799_000, using: &generator)
+            let date = Date(timeIntervalSince1970: Double(milliseconds) / 1000)
+            #expect(Format.utc(date) == formatter.string(from: date), "\(milliseconds) ms")
+        }
+    }
+}

@@ -134,3 +134,60 @@ import Testing
         #expect(StoredDate.text(date) == String.fromDatabaseValue(date.databaseValue))
     }
 }
+
+/// Values bound straight through SQLite's C API come back as GRDB reads them.
+@Suite struct RawStatementTests {
+    @Test func everyKindOfValueComesBackAsBound() throws {
+        let queue = try DatabaseQueue()
+        try queue.write { db in
+            try db.execute(sql: "CREATE TABLE t (a, b, c, d, e, f)")
+            var insert = try RawStatement(db, sql: "INSERT INTO t VALUES (?, ?, ?, ?, ?, ?)")
+            try insert.bind("名前 café ü")
+            try insert.bind(Int64.min)
+            try insert.bind(nil as String?)
+            try insert.bind(true)
+            try insert.bind(DatabaseValue(value: 2.5) ?? .null)
+            try insert.bind(Data([0, 1, 255]).databaseValue)
+            try insert.run()
+            let row = try #require(try Row.fetchOne(db, sql: "SELECT * FROM t"))
+            #expect(row["a"] as String == "名前 café ü")
+            #expect(row["b"] as Int64 == Int64.min)
+            #expect((row["c"] as DatabaseValue).isNull)
+            #expect(row["d"] as Int == 1)
+            #expect(row["e"] as Double == 2.5)
+            #expect(row["f"] as Data == Data([0, 1, 255]))
+        }
+    }
+
+    /// Too few values is an error, not a NULL in the last column; the statement is clean after it.
+    @Test func aMissingValueIsRefusedAndTheStatementIsLeftClean() throws {
+        let queue = try DatabaseQueue()
+        try queue.write { db in
+            try db.execute(sql: "CREATE TABLE t (a NOT NULL, b)")
+            var short = try RawStatement(db, sql: "INSERT INTO t VALUES (?, ?)")
+            try short.bind("only one")
+            #expect(throws: DatabaseError.self) { try short.run() }
+            var whole = try RawStatement(db, sql: "INSERT INTO t VALUES (?, ?)")
+            try whole.bind("x")
+            try whole.bind(2 as Int64?)
+            try whole.run()
+            #expect(try Int.fetchOne(db, sql: "SELECT count(*) FROM t") == 1)
+        }
+    }
+
+    /// SQLite's refusal comes back as GRDB's error with its code: the store words it from there.
+    @Test func aConstraintFailureIsADatabaseErrorWithItsCode() throws {
+        let queue = try DatabaseQueue()
+        try queue.write { db in
+            try db.execute(sql: "CREATE TABLE t (a NOT NULL)")
+            var insert = try RawStatement(db, sql: "INSERT INTO t VALUES (?)")
+            try insert.bind(nil as String?)
+            do {
+                try insert.run()
+                Issue.record("a NULL in a NOT NULL column was written")
+            } catch let error as DatabaseError {
+                #expect(error.resultCode == .SQLITE_CONSTRAINT)
+            }
+        }
+    }
+}
