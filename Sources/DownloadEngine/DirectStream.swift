@@ -91,14 +91,15 @@ final class DirectStream: ResponseBody {
     }
 
     /// The request's bytes: the target exactly as the URL writes it (`/caf%E9.bin` too), `Host`
-    /// as AsyncHTTPClient writes it, the transfer's headers, and `Connection: close`.
+    /// as AsyncHTTPClient writes it, and the transfer's headers; HTTP/1.1 keeps the connection
+    /// for the next request (`IdleConnections`).
     static func request(_ url: URL, headers: HTTPHeaders) -> [UInt8] {
         var text = "GET \(RequestTarget.expected(url)) HTTP/1.1\r\n"
         if !headers.contains(name: "Host") { text += "Host: \(RequestTarget.authority(url))\r\n" }
         for (name, value) in headers {
             text += "\(name): \(value)\r\n"
         }
-        text += "Connection: close\r\n\r\n"
+        text += "\r\n"
         return Array(text.utf8)
     }
 
@@ -183,25 +184,78 @@ final class DirectStream: ResponseBody {
     private func run(request: [UInt8]) {
         var socket: Int32 = -1
         var error: (any Error)?
+        var reusable = false
+        let key = IdleConnections.key(url)
         do {
             guard wakeError == 0 else { throw IOError(errnoCode: wakeError, reason: "pipe") }
             let start = NIODeadline.now()
             let headDeadline = start + timeouts.head
-            socket = try connect(deadline: start + timeouts.connect, headDeadline: headDeadline)
-            try send(request, on: socket, deadline: headDeadline)
-            let (head, rest) = try readHead(socket, deadline: headDeadline)
+            var reused = false
+            if let idle = IdleConnections.shared.take(key) {
+                (socket, reused) = (idle, true)
+            } else {
+                socket = try connect(deadline: start + timeouts.connect, headDeadline: headDeadline)
+            }
+            var answer: (head: Head, rest: [UInt8])
+            while true {
+                do {
+                    try send(request, on: socket, deadline: headDeadline)
+                    answer = try readHead(socket, deadline: headDeadline)
+                    break
+                } catch let failure where reused && socketBytes.load(ordering: .relaxed) == 0 && Self.closedUnanswered(failure) {
+                    // A kept connection the server closed meanwhile (its keep-alive ran out): the
+                    // same request once more, on a new one, as every HTTP client does for a GET.
+                    close(socket)
+                    socket = -1
+                    reused = false
+                    socket = try connect(deadline: NIODeadline.now() + timeouts.connect, headDeadline: headDeadline)
+                }
+            }
+            let (head, rest) = answer
+            let headBytes = socketBytes.load(ordering: .relaxed) - Int64(rest.count)
             let waiter = state.withLock { state -> CheckedContinuation<HTTPResponseHead, any Error>? in
                 guard case .settled(let waiter) = state.relay.headArrived(head.response) else { return nil }
                 return waiter
             }
             waiter?.resume(returning: head.response)
-            try body(socket, framing: head.framing, rest: rest)
+            do {
+                try body(socket, framing: head.framing, rest: rest)
+            } catch let stop as SinkFull {
+                // The sink took all it wanted; the connection is still good if the body was whole.
+                error = stop
+            }
+            if case .length(let length) = head.framing, socketBytes.load(ordering: .relaxed) == headBytes + length {
+                reusable = Self.keepsAlive(head.response)
+            }
         } catch let caught {
             error = caught
         }
-        if socket >= 0 { close(socket) }
+        if socket >= 0 {
+            if reusable, state.withLock({ $0.stop == nil || $0.stop is SinkFull }) {
+                IdleConnections.shared.put(key, socket)
+            } else {
+                close(socket)
+            }
+        }
         closePipe()
         finish(error)
+    }
+
+    /// Bytes this stream took from its socket (the head, the body); a kept connection is kept
+    /// again only when they are exactly the head and its `Content-Length`.
+    private let socketBytes = Atomic<Int64>(0)
+
+    /// Whether the connection may carry the next request: HTTP/1.1 without `Connection: close`.
+    static func keepsAlive(_ head: HTTPResponseHead) -> Bool {
+        guard head.version == .http1_1 else { return false }
+        return !head.headers[canonicalForm: "Connection"].contains { $0.lowercased() == "close" }
+    }
+
+    /// A failure that says the server closed the connection before a byte of the answer came.
+    static func closedUnanswered(_ error: any Error) -> Bool {
+        if let client = error as? HTTPClientError, client == .remoteConnectionClosed { return true }
+        if let io = error as? IOError { return [ECONNRESET, EPIPE, ECONNABORTED].contains(io.errnoCode) }
+        return false
     }
 
     /// The request ended (`error`: how; nil when the body finished): every byte taken reaches the
@@ -393,6 +447,7 @@ final class DirectStream: ResponseBody {
             }
             // Closed with nothing said, or half a head: as AsyncHTTPClient says either.
             if count == 0 { throw bytes.isEmpty ? HTTPClientError.remoteConnectionClosed : HTTPParserError.invalidEOFState }
+            socketBytes.add(Int64(count), ordering: .relaxed)
             bytes += chunk[0..<count]
             let parsed: (head: HTTPWire.Head, length: Int)?
             do {
@@ -531,7 +586,10 @@ final class DirectStream: ResponseBody {
         while true {
             try waitForData(socket)
             moved = haul_splice(socket, pipe.write, nil, step, 1)
-            if moved > 0 { break }
+            if moved > 0 {
+                socketBytes.add(Int64(moved), ordering: .relaxed)
+                break
+            }
             if moved == 0 {
                 // The end, or an urgent mark with more bytes after it: only a read tells them apart.
                 var byte: UInt8 = 0
@@ -641,6 +699,7 @@ final class DirectStream: ResponseBody {
                 throw IOError(errnoCode: code, reason: "read")
             }
             if count == 0 { return nil }
+            socketBytes.add(Int64(count), ordering: .relaxed)
             return buffer
         }
     }

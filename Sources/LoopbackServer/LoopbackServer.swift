@@ -173,6 +173,17 @@ public final class LoopbackServer: Sendable {
         }
     }
 
+    /// The client's port of each request's connection, in the order the requests came (every
+    /// path, or only `path`'s): two requests with one port came on one kept connection.
+    public func clientPorts(_ path: String? = nil) -> [Int] {
+        state.withLock { state in
+            state.log.indices.compactMap { index in
+                guard path == nil || state.log[index].path == path else { return nil }
+                return state.ports[index]?.client
+            }
+        }
+    }
+
     /// Body bytes written to the socket so far for `path` (every request), or for every path.
     public func bytesSent(_ path: String? = nil) -> Int {
         requests(path).reduce(0) { $0 + $1.bodyBytesSent }

@@ -46,7 +46,88 @@ import TestSupport
         #expect(stream.position == Int64(size))
         #expect(progress.bytesOnDisk.load(ordering: .relaxed) == Int64(size))
         #expect(sha256(ofFile: file) == server.sha256("/big.bin"))
-        #expect(server.requests("/big.bin").first?.headers.contains("Connection: close") == true)
+        #expect(server.requests("/big.bin").first?.headers.contains("Connection: close") == false)
+        #expect(IdleConnections.shared.count(IdleConnections.key(server.url("/"))) == 1, "the connection is kept for the next request")
+    }
+
+    @Test func aWholeBodyLeavesItsConnectionForTheNextRequestToTheSameServer() async throws {
+        let server = try await LoopbackServer.start()
+        defer { Task { await server.shutdown() } }
+        let scratch = try TemporaryDirectory("haul-direct")
+        let key = IdleConnections.key(server.url("/"))
+        for (index, name) in ["a", "b", "c"].enumerated() {
+            server.serve("/\(name).bin", size: 300_000 + index)
+            let (stream, _, descriptor, file) = Self.open(server, "/\(name).bin", in: scratch)
+            defer { close(descriptor) }
+            #expect(try await stream.head().0.status == .ok)
+            let end = try await stream.write(into: .prefix(descriptor: descriptor, path: file, position: 0, total: Int64(300_000 + index)))
+            #expect(end == .finished || end == .sinkFull)
+            #expect(sha256(ofFile: file) == server.sha256("/\(name).bin"))
+            try await waitUntil(timeout: 20, "request \(name)'s connection to be kept") { IdleConnections.shared.count(key) == 1 }
+        }
+        let ports = server.clientPorts()
+        #expect(ports.count == 3 && Set(ports).count == 1, "three requests on one connection: \(ports)")
+    }
+
+    /// The server closes a kept connection just as the next request goes out on it (its keep-alive
+    /// ran out): the request goes once more on a new connection, within the same stream.
+    @Test func aKeptConnectionTheServerClosedIsReplacedUnseen() async throws {
+        let server = try await LoopbackServer.start()
+        defer { Task { await server.shutdown() } }
+        let scratch = try TemporaryDirectory("haul-direct")
+        let key = IdleConnections.key(server.url("/"))
+        server.serve("/t.bin", size: 200_000)
+        server.redirect("/r", to: "/t.bin", closeAfter: true)
+        let (first, _, firstDescriptor, firstFile) = Self.open(server, "/r", in: scratch)
+        defer { close(firstDescriptor) }
+        #expect(try await first.head().0.status == .found)
+        _ = try await first.write(into: .prefix(descriptor: firstDescriptor, path: firstFile, position: 0, total: nil))
+        try await waitUntil(timeout: 20, "the redirect's connection to be kept") { IdleConnections.shared.count(key) == 1 }
+        let file = scratch.path + "/t.part"
+        let descriptor = Glibc.open(file, O_WRONLY | O_CREAT | O_CLOEXEC, 0o644)
+        defer { close(descriptor) }
+        let stream = DirectStream(url: server.url("/t.bin"), headers: HTTPHeaders(), progress: TransferProgress(), throttle: Throttle(), timeouts: Self.timeouts)
+        #expect(try await stream.head().0.status == .ok)
+        _ = try await stream.write(into: .prefix(descriptor: descriptor, path: file, position: 0, total: 200_000))
+        #expect(sha256(ofFile: file) == server.sha256("/t.bin"))
+        // Met by the close on the kept connection (status 0: the server closes the redirect's
+        // connection at the next request on it, logged without its ports), then answered on a new one.
+        #expect(server.requests("/t.bin").map(\.status) == [0, 200])
+        let ports = server.clientPorts()
+        #expect(ports.count == 2 && ports[0] != ports[1], "the redirect's connection, then a new one: \(ports)")
+    }
+
+    /// A connection is kept only after a body that ended at its length on a connection the server
+    /// keeps: not after `Connection: close`, a body the sink cut short, or a cancel.
+    @Test func aConnectionIsKeptOnlyAfterAWholeBodyTheServerLetsGoOn() async throws {
+        let server = try await LoopbackServer.start()
+        defer { Task { await server.shutdown() } }
+        let scratch = try TemporaryDirectory("haul-direct")
+        let key = IdleConnections.key(server.url("/"))
+        let size = 3 * 1024 * 1024
+        server.serve("/k.bin", size: size)
+
+        var closing = HTTPHeaders()
+        closing.add(name: "Connection", value: "close")
+        let (said, _, saidDescriptor, saidFile) = Self.open(server, "/k.bin", in: scratch, headers: closing)
+        defer { close(saidDescriptor) }
+        #expect(try await said.head().0.headers.first(name: "Connection") == "close")
+        _ = try await said.write(into: .prefix(descriptor: saidDescriptor, path: saidFile, position: 0, total: Int64(size)))
+        #expect(sha256(ofFile: saidFile) == server.sha256("/k.bin"))
+
+        let (cut, _, cutDescriptor, cutFile) = Self.open(server, "/k.bin", in: scratch)
+        defer { close(cutDescriptor) }
+        _ = try await cut.head()
+        #expect(try await cut.write(into: .prefix(descriptor: cutDescriptor, path: cutFile, position: 0, total: 1000)) == .sinkFull)
+
+        let (cancelled, _, cancelledDescriptor, _) = Self.open(server, "/k.bin", in: scratch)
+        defer { close(cancelledDescriptor) }
+        _ = try await cancelled.head()
+        cancelled.cancel()
+        // Each stream has ended once its thread let go of its connection: give them the time.
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(IdleConnections.shared.count(key) == 0)
+        #expect(Set(server.clientPorts()).count == 3, "a connection each")
     }
 
     @Test func aRangeAskedForIsWrittenWhereItBelongs() async throws {
@@ -174,7 +255,7 @@ import TestSupport
         headers.add(name: "User-Agent", value: "haul/test")
         let url = try #require(URL(string: "http://[::1]:8080/caf%E9.bin?a=%20"))
         let text = String(decoding: DirectStream.request(url, headers: headers), as: UTF8.self)
-        #expect(text == "GET /caf%E9.bin?a=%20 HTTP/1.1\r\nHost: [::1]:8080\r\nUser-Agent: haul/test\r\nConnection: close\r\n\r\n")
+        #expect(text == "GET /caf%E9.bin?a=%20 HTTP/1.1\r\nHost: [::1]:8080\r\nUser-Agent: haul/test\r\n\r\n")
     }
 }
 /// A TCP server on 127.0.0.1 that hands its one connection to `serve` on a thread, then closes it.

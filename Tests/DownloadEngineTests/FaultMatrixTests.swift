@@ -631,7 +631,10 @@ import TestSupport
         }
     }
 
-    @Test("26: plain http opens a connection per request: a redirect whose connection closes is followed at once")
+    /// Plain http keeps a connection only when the redirect's body was taken before the transfer
+    /// let the response go (`DirectStreamTests` makes the close certain): either way the file comes
+    /// within the first attempt.
+    @Test("26: plain http: a redirect whose kept connection closes is followed at once, on a new connection if need be")
     func aRedirectOnAClosedPlainConnectionIsFollowed() async throws {
         try await Harness.with { h in
             h.server.serve("/t.bin", size: 200_000)
@@ -640,7 +643,8 @@ import TestSupport
             let done = try await h.waitCompleted(id)
             #expect(done.failedAttempts == 0)
             #expect(sha256(ofFile: h.path("t.bin")) == h.server.sha256("/t.bin"))
-            #expect(h.gets("/t.bin").map(\.status) == [200])
+            let statuses = h.gets("/t.bin").map(\.status)
+            #expect(statuses == [200] || statuses == [0, 200], "\(statuses)")
         }
     }
 }
