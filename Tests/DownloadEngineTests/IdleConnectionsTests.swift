@@ -1,0 +1,74 @@
+#if os(Linux)
+@testable import DownloadEngine
+import Foundation
+import Glibc
+import Testing
+
+/// The kept plain-http connections, on socket pairs: a quiet one is handed out again, one whose
+/// other end closed or sent a stray byte is closed instead, and a host keeps at most `perHost`.
+@Suite struct IdleConnectionsTests {
+    /// A connected pair: (ours, the server's end).
+    static func pair() throws -> (Int32, Int32) {
+        var fds: [Int32] = [-1, -1]
+        guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &fds) == 0 else { throw POSIXError(.EMFILE) }
+        return (fds[0], fds[1])
+    }
+
+    /// Whether our end of the pair is closed, as the server's end sees it: its read finds the end.
+    /// (Not by our descriptor: tests running beside this one reuse its number at once.)
+    static func closedAt(_ peer: Int32) -> Bool {
+        var byte: UInt8 = 0
+        let result = recv(peer, &byte, 1, Int32(MSG_DONTWAIT))
+        // The end, or a reset (closed with our stray byte unread); not "nothing yet".
+        return result == 0 || (result < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
+    }
+
+    @Test func aQuietConnectionIsHandedOutAgainNewestFirst() throws {
+        let pool = IdleConnections()
+        let (older, olderPeer) = try Self.pair()
+        let (newer, newerPeer) = try Self.pair()
+        defer { for fd in [olderPeer, newerPeer] { close(fd) } }
+        pool.put("host:1", older)
+        pool.put("host:1", newer)
+        #expect(pool.count("host:1") == 2)
+        #expect(pool.take("other:1") == nil, "kept by host and port")
+        #expect(pool.take("host:1") == newer)
+        #expect(pool.take("host:1") == older)
+        #expect(pool.take("host:1") == nil)
+        close(older)
+        close(newer)
+    }
+
+    @Test func aConnectionClosedOrWrittenToMeanwhileIsClosedNotHandedOut() throws {
+        let pool = IdleConnections()
+        let (closed, closedPeer) = try Self.pair()
+        let (stray, strayPeer) = try Self.pair()
+        defer { close(strayPeer) }
+        pool.put("host:2", closed)
+        pool.put("host:2", stray)
+        close(closedPeer)
+        var byte: UInt8 = 0x41
+        #expect(write(strayPeer, &byte, 1) == 1)
+        #expect(pool.take("host:2") == nil)
+        #expect(pool.count("host:2") == 0)
+        #expect(Self.closedAt(strayPeer), "closed by the pool")
+    }
+
+    @Test func aHostKeepsAtMostItsShare() throws {
+        let pool = IdleConnections()
+        var peers: [Int32] = []
+        var ours: [Int32] = []
+        defer { for fd in peers { close(fd) } }
+        for _ in 0...IdleConnections.perHost {
+            let (fd, peer) = try Self.pair()
+            ours.append(fd)
+            peers.append(peer)
+            pool.put("host:3", fd)
+        }
+        #expect(pool.count("host:3") == IdleConnections.perHost)
+        #expect(Self.closedAt(peers[IdleConnections.perHost]), "the one over the share is closed")
+        #expect(!Self.closedAt(peers[0]), "the ones kept are open")
+        while let fd = pool.take("host:3") { close(fd) }
+    }
+}
+#endif
