@@ -52,6 +52,15 @@ enum FileSync {
         if code != 0 { throw PartFile.Failure(operation: "sync", path: path, code: code) }
     }
 
+    /// Flushes the open file `file` (no open by name: a thousand small files paid an open and a
+    /// close each for it); throws the `errno` of a failed sync. `file` stays open meanwhile: the
+    /// caller holds it across the call.
+    static func syncOrThrow(_ file: PartFile) async throws(PartFile.Failure) {
+        let descriptor = file.descriptor
+        let code = await run { fsync(descriptor) == 0 ? 0 : errno }
+        if code != 0 { throw PartFile.Failure(operation: "sync", path: file.path, code: code) }
+    }
+
     /// 0, or the `errno` of the failed open or sync.
     private static func syncError(_ path: String) -> Int32 {
         let fd = open(path, O_RDONLY | O_CLOEXEC)

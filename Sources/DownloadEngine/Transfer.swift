@@ -388,7 +388,7 @@ struct Transfer: Sendable {
             )
         }
         // On a thread of its own: a sync of much dirty data must not hold a cooperative thread.
-        if syncOnCompletion { try await FileSync.syncOrThrow(file.path) }
+        if syncOnCompletion { try await FileSync.syncOrThrow(file) }
         return await verified(file.path)
     }
 
@@ -509,7 +509,7 @@ struct Transfer: Sendable {
             return try await restartWhole(&attempt, reason: restart.reason, fresh: restart.fresh)
         }
         if context.board.withBoard(\.isComplete) {
-            if syncOnCompletion { try await FileSync.syncOrThrow(file.path) }
+            if syncOnCompletion { try await FileSync.syncOrThrow(file) }
             return await verified(file.path)
         }
         if case .retryable(let reason, let retryAfter, _) = failure {
