@@ -12,9 +12,10 @@ import NIOHTTP1
 import Synchronization
 
 #if os(Linux)
-/// One GET over plain http without a proxy, on a socket of haul's own and a thread of its own
-/// (one of `BlockingThreads`, kept for the next request when this one ends): once the transfer says where the body goes, its bytes move from the socket into the part file
-/// inside the kernel (`splice` through a pipe), never copied through haul's memory.
+/// One GET over plain http without a proxy, on a socket of haul's own (or one a whole response
+/// left open, `IdleConnections`) and a thread of its own (one of `BlockingThreads`, kept for the
+/// next request): once the transfer says where the body goes, its bytes move from the socket into
+/// the part file inside the kernel (`splice` through a pipe), never copied through haul's memory.
 ///
 /// That copy is what a download mostly costs (issue 20's profile: copying out of the socket was
 /// a third of one big file's CPU); https and proxies keep AsyncHTTPClient (`ResponseStream`).
