@@ -202,15 +202,18 @@ final class DirectStream: ResponseBody {
                 do {
                     try send(request, on: socket, deadline: headDeadline)
                     answer = try readHead(socket, deadline: headDeadline)
-                    break
+                    // A server that times a kept connection out may say so (408) as it closes it:
+                    // that is no answer to this request.
+                    guard reused, answer.head.response.status == .requestTimeout else { break }
                 } catch let failure where reused && socketBytes.load(ordering: .relaxed) == 0 && Self.closedUnanswered(failure) {
-                    // A kept connection the server closed meanwhile (its keep-alive ran out): the
-                    // same request once more, on a new one, as every HTTP client does for a GET.
-                    close(socket)
-                    socket = -1
-                    reused = false
-                    socket = try connect(deadline: NIODeadline.now() + timeouts.connect, headDeadline: headDeadline)
+                    // A kept connection the server closed meanwhile (its keep-alive ran out).
                 }
+                // The same request once more, on a new connection, as every HTTP client does for a GET.
+                close(socket)
+                socket = -1
+                reused = false
+                socketBytes.store(0, ordering: .relaxed)
+                socket = try connect(deadline: NIODeadline.now() + timeouts.connect, headDeadline: headDeadline)
             }
             let (head, rest) = answer
             let headBytes = socketBytes.load(ordering: .relaxed) - Int64(rest.count)

@@ -16,8 +16,10 @@ import Synchronization
 final class IdleConnections: Sendable {
     static let shared = IdleConnections()
 
-    /// Connections kept per host and port; more are closed.
+    /// Connections kept per host and port, and in all; more are closed (the oldest first, past
+    /// `total`: a list of a thousand hosts must not keep a thousand descriptors).
     static let perHost = 32
+    static let total = 64
     /// How long a connection is kept unused (servers close theirs after 5 s, Apache, to 75 s, nginx).
     static let idleTime = Duration.seconds(20)
 
@@ -33,15 +35,16 @@ final class IdleConnections: Sendable {
         RequestTarget.authority(url).lowercased()
     }
 
-    /// The connection to `key` kept last that is still quiet; those that are not go.
+    /// The connection to `key` kept last that is still quiet; those that are not go, and so does
+    /// every connection kept longer than `idleTime`.
     func take(_ key: String) -> Int32? {
         var closing: [Int32] = []
         let found = idle.withLock { idle -> Int32? in
+            Self.dropExpired(&idle, closing: &closing)
             var list = idle[key] ?? []
             defer { idle[key] = list.isEmpty ? nil : list }
-            let now = ContinuousClock.now
             while let last = list.popLast() {
-                if last.since.duration(to: now) < Self.idleTime, Self.isQuiet(last.socket) { return last.socket }
+                if Self.isQuiet(last.socket) { return last.socket }
                 closing.append(last.socket)
             }
             return nil
@@ -51,26 +54,37 @@ final class IdleConnections: Sendable {
     }
 
     /// Keeps `socket` for the next request to `key`; closes it when `key` has `perHost` already,
-    /// and closes every connection kept longer than `idleTime`.
+    /// the oldest kept past `total`, and every connection kept longer than `idleTime`.
     func put(_ key: String, _ socket: Int32) {
         var closing: [Int32] = []
         idle.withLock { idle in
-            let now = ContinuousClock.now
-            for (other, list) in idle {
-                let kept = list.filter { $0.since.duration(to: now) < Self.idleTime }
-                guard kept.count < list.count else { continue }
-                closing += list.filter { $0.since.duration(to: now) >= Self.idleTime }.map(\.socket)
-                idle[other] = kept.isEmpty ? nil : kept
-            }
+            Self.dropExpired(&idle, closing: &closing)
             var list = idle[key] ?? []
             guard list.count < Self.perHost else {
                 closing.append(socket)
                 return
             }
-            list.append(Idle(socket: socket, since: now))
+            list.append(Idle(socket: socket, since: .now))
             idle[key] = list
+            var count = idle.values.reduce(0) { $0 + $1.count }
+            while count > Self.total, let (oldestKey, _) = idle.min(by: { $0.value[0].since < $1.value[0].since }) {
+                // Each list is oldest first: its first is its host's oldest.
+                closing.append(idle[oldestKey]?.removeFirst().socket ?? -1)
+                if idle[oldestKey]?.isEmpty == true { idle[oldestKey] = nil }
+                count -= 1
+            }
         }
-        for socket in closing { close(socket) }
+        for socket in closing where socket >= 0 { close(socket) }
+    }
+
+    /// Takes out every connection kept longer than `idleTime`, for the caller to close.
+    private static func dropExpired(_ idle: inout [String: [Idle]], closing: inout [Int32]) {
+        let now = ContinuousClock.now
+        for (key, list) in idle where list.contains(where: { $0.since.duration(to: now) >= idleTime }) {
+            closing += list.filter { $0.since.duration(to: now) >= idleTime }.map(\.socket)
+            let kept = list.filter { $0.since.duration(to: now) < idleTime }
+            idle[key] = kept.isEmpty ? nil : kept
+        }
     }
 
     /// How many connections to `key` are kept.

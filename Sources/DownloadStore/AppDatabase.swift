@@ -272,8 +272,10 @@ public struct AppDatabase: QueueJournal, Sendable {
                 for changes in batch { try Self.apply(changes, db, now: now) }
             }
         } catch let error as DatabaseError {
+            RawStatement.settle(writer)
             throw JournalFailure(Self.describe(error), transient: [.SQLITE_BUSY, .SQLITE_LOCKED].contains(error.resultCode))
         } catch {
+            RawStatement.settle(writer)
             // Not SQLite's refusal (a record that cannot be encoded …): said in haul's words.
             throw JournalFailure("the queue's database refused the write")
         }

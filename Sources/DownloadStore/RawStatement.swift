@@ -82,6 +82,14 @@ struct RawStatement {
         }
     }
 
+    /// Settles what GRDB did not see after a failed commit of rows bound here: a failed step may
+    /// make SQLite roll the transaction back on its own (a full disk, an I/O error), and GRDB
+    /// learns of a rollback only when one of its own statements ends (else the next transaction
+    /// trips its check that none is open). Any statement of GRDB's, outside a transaction, will do.
+    static func settle(_ writer: any DatabaseWriter) {
+        _ = try? writer.writeWithoutTransaction { db in try db.execute(sql: "SELECT 1") }
+    }
+
     private func check(_ code: Int32) throws {
         if code != SQLITE_OK { throw error(code) }
     }

@@ -250,6 +250,35 @@ import TestSupport
         #expect(Array(written) == before + after)
     }
 
+    /// A server that says 408 on a kept connection as it times it out: the request goes once more
+    /// on a new connection, and the 408 is never taken for its answer.
+    @Test func a408OnAKeptConnectionIsNoAnswerTheRequestGoesOnANewOne() async throws {
+        let body = Array("0123456789".utf8)
+        let server = try RawServer(connections: 2) { client, number in
+            var request = [UInt8](repeating: 0, count: 4096)
+            _ = read(client, &request, request.count)
+            let ok = Array("HTTP/1.1 200 OK\r\nContent-Length: \(body.count)\r\n\r\n".utf8) + body
+            RawServer.send(client, ok)
+            guard number == 0 else { return }
+            // The second request on this connection meets the server's timeout, said and closed.
+            _ = read(client, &request, request.count)
+            RawServer.send(client, Array("HTTP/1.1 408 Request Timeout\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".utf8))
+        }
+        let scratch = try TemporaryDirectory("haul-direct")
+        let url = try #require(URL(string: "http://127.0.0.1:\(server.port)/x.bin"))
+        let key = IdleConnections.key(url)
+        for round in 1...2 {
+            let stream = DirectStream(url: url, headers: HTTPHeaders(), progress: TransferProgress(), throttle: Throttle(), timeouts: Self.timeouts)
+            let file = scratch.path + "/x\(round).part"
+            let descriptor = Glibc.open(file, O_WRONLY | O_CREAT | O_CLOEXEC, 0o644)
+            defer { close(descriptor) }
+            #expect(try await stream.head().0.status == .ok, "round \(round)")
+            _ = try await stream.write(into: .prefix(descriptor: descriptor, path: file, position: 0, total: Int64(body.count)))
+            #expect(FileManager.default.contents(atPath: file) == Data(body), "round \(round)")
+            if round == 1 { try await waitUntil(timeout: 20, "the first connection to be kept") { IdleConnections.shared.count(key) == 1 } }
+        }
+    }
+
     @Test func theRequestNamesTheTargetAsWrittenAndTheHost() throws {
         var headers = HTTPHeaders()
         headers.add(name: "User-Agent", value: "haul/test")
@@ -263,7 +292,12 @@ final class RawServer: Sendable {
     let port: Int
     private let listener: Int32
 
-    init(_ serve: @escaping @Sendable (Int32) -> Void) throws {
+    convenience init(_ serve: @escaping @Sendable (Int32) -> Void) throws {
+        try self.init(connections: 1) { client, _ in serve(client) }
+    }
+
+    /// Hands each of its first `connections` connections, in turn, to `serve` with its number.
+    init(connections: Int, _ serve: @escaping @Sendable (Int32, Int) -> Void) throws {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
@@ -276,10 +310,12 @@ final class RawServer: Sendable {
         listener = fd
         port = Int(UInt16(bigEndian: address.sin_port))
         Thread {
-            let client = accept(fd, nil, nil)
-            guard client >= 0 else { return }
-            serve(client)
-            close(client)
+            for number in 0..<connections {
+                let client = accept(fd, nil, nil)
+                guard client >= 0 else { return }
+                serve(client, number)
+                close(client)
+            }
         }.start()
     }
 

@@ -54,6 +54,26 @@ import Testing
         #expect(Self.closedAt(strayPeer), "closed by the pool")
     }
 
+    /// A thousand hosts keep no more than `total` connections: the oldest go first.
+    @Test func allHostsKeepAtMostTheTotalTheOldestGoingFirst() throws {
+        let pool = IdleConnections()
+        var peers: [Int32] = []
+        defer { for fd in peers { close(fd) } }
+        let hosts = IdleConnections.total + 3
+        for index in 0..<hosts {
+            let (fd, peer) = try Self.pair()
+            peers.append(peer)
+            pool.put("host-\(index):80", fd)
+        }
+        let kept = (0..<hosts).reduce(0) { $0 + pool.count("host-\($1):80") }
+        #expect(kept == IdleConnections.total)
+        for index in 0..<3 {
+            #expect(pool.count("host-\(index):80") == 0 && Self.closedAt(peers[index]), "the oldest, host \(index), closed")
+        }
+        #expect(pool.count("host-3:80") == 1 && !Self.closedAt(peers[3]))
+        for index in 0..<hosts { while let fd = pool.take("host-\(index):80") { close(fd) } }
+    }
+
     @Test func aHostKeepsAtMostItsShare() throws {
         let pool = IdleConnections()
         var peers: [Int32] = []
