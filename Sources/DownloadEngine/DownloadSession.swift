@@ -556,7 +556,7 @@ public actor DownloadSession {
                 running.task.cancel()
                 waits.append(running.task)
             case .deletePartFile(_, let path):
-                waits.append(enqueueFileWork(on: path) { _ = unlink(path) })
+                waits.append(enqueueFileWork(on: path) { DirectoryLock.change(path) { _ = unlink(path) } })
             case .finalize(let id):
                 // After the commit below: the row says `completed` before the part file moves, so
                 // a crash in between finds the bytes and places them, never fetching them again.
@@ -923,7 +923,7 @@ public actor DownloadSession {
                 // Taken after the move: what a later request compares the files with.
                 return .success((paths, paths.compactMap(FileSync.stamp)))
             } catch {
-                for path in extras { unlink(path) }
+                for path in extras { DirectoryLock.change(path) { _ = unlink(path) } }
                 return .failure(error)
             }
         }

@@ -25,24 +25,24 @@ enum FilePlacement {
         switch destination {
         case .file(let path):
             if move {
-                guard rename(source, path) == 0 else { throw Failure("move the file to", path, errno) }
+                guard DirectoryLock.change(path, { rename(source, path) }) == 0 else { throw Failure("move the file to", path, errno) }
                 return path
             }
             // Shortened like a part file's name when `path` already uses all of NAME_MAX.
             let temporary = SessionStateMachine.partPath(ofFile: path, suffix: ".haul-tmp")
-            unlink(temporary)
+            DirectoryLock.change(temporary) { _ = unlink(temporary) }
             try linkOrCopy(source, to: temporary)
-            guard rename(temporary, path) == 0 else {
+            guard DirectoryLock.change(path, { rename(temporary, path) }) == 0 else {
                 let code = errno
-                unlink(temporary)
+                DirectoryLock.change(temporary) { _ = unlink(temporary) }
                 throw Failure("move the file to", path, code)
             }
             return path
         case .directory(let directory):
             for attempt in 0..<10_000 {
                 let candidate = join(directory, FileNaming.candidate(name, attempt: attempt))
-                if link(source, candidate) == 0 {
-                    if move { unlink(source) }
+                if DirectoryLock.change(candidate, { link(source, candidate) }) == 0 {
+                    if move { DirectoryLock.change(source) { _ = unlink(source) } }
                     return candidate
                 }
                 let code = errno
@@ -52,7 +52,7 @@ enum FilePlacement {
                 }
                 // No hard links here: copy into a file created exclusively, so nothing is overwritten.
                 guard try copy(source, toNew: candidate) else { continue }
-                if move { unlink(source) }
+                if move { DirectoryLock.change(source) { _ = unlink(source) } }
                 return candidate
             }
             throw Failure("find a free name for", join(directory, name), EEXIST)
@@ -60,7 +60,7 @@ enum FilePlacement {
     }
 
     private static func linkOrCopy(_ source: String, to path: String) throws(Failure) {
-        if link(source, path) == 0 { return }
+        if DirectoryLock.change(path, { link(source, path) }) == 0 { return }
         guard try copy(source, toNew: path) else { throw Failure("create", path, EEXIST) }
     }
 
@@ -69,7 +69,7 @@ enum FilePlacement {
         let input = open(source, O_RDONLY | O_CLOEXEC)
         guard input >= 0 else { throw Failure("read", source, errno) }
         defer { close(input) }
-        let output = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+        let output = DirectoryLock.change(path) { open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644) }
         if output < 0 {
             if errno == EEXIST { return false }
             throw Failure("create", path, errno)
@@ -84,7 +84,7 @@ enum FilePlacement {
             if count < 0 {
                 if errno == EINTR { continue }
                 let code = errno
-                unlink(path)
+                DirectoryLock.change(path) { _ = unlink(path) }
                 throw Failure("read", source, code)
             }
             var done = 0
@@ -93,7 +93,7 @@ enum FilePlacement {
                 if written < 0 {
                     if errno == EINTR { continue }
                     let code = errno
-                    unlink(path)
+                    DirectoryLock.change(path) { _ = unlink(path) }
                     throw Failure("write", path, code)
                 }
                 done += written

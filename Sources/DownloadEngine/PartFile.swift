@@ -43,7 +43,7 @@ final class PartFile {
     /// Opens (creating when missing) the part file for writing at its end.
     init(path: String) throws(Failure) {
         self.path = path
-        let fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0o644)
+        let fd = DirectoryLock.change(path) { open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0o644) }
         guard fd >= 0 else { throw Failure(operation: "open", path: path, code: errno) }
         var info = stat()
         guard fstat(fd, &info) == 0 else {
@@ -99,12 +99,12 @@ final class PartFile {
         let directory = slash.map { $0 == path.startIndex ? "/" : String(path[..<$0]) } ?? "."
         let name = slash.map { String(path[path.index(after: $0)...]) } ?? path
         let temporary = (slash == nil ? "" : directory + "/") + FileNaming.partName(for: name, suffix: ".new")
-        let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        let fd = DirectoryLock.change(temporary) { open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644) }
         guard fd >= 0 else { return .failure(Failure(operation: "create", path: temporary, code: errno)) }
         func fail(_ operation: String) -> Result<Void, Failure> {
             let code = errno
             closeDescriptor(fd)
-            unlink(temporary)
+            DirectoryLock.change(temporary) { _ = unlink(temporary) }
             return .failure(Failure(operation: operation, path: temporary, code: code))
         }
         var done = 0
@@ -118,9 +118,9 @@ final class PartFile {
         }
         guard fsync(fd) == 0 else { return fail("sync") }
         closeDescriptor(fd)
-        guard rename(temporary, path) == 0 else {
+        guard DirectoryLock.change(path, { rename(temporary, path) }) == 0 else {
             let code = errno
-            unlink(temporary)
+            DirectoryLock.change(temporary) { _ = unlink(temporary) }
             return .failure(Failure(operation: "rename", path: temporary, code: code))
         }
         // The rename is durable once the directory is; a failure here leaves a valid file either way.
