@@ -45,7 +45,7 @@ extension DownloadRecord {
     /// Inserts the row, or replaces every column of the one with its id but three: `createdAt` stays;
     /// `completedAt` stays while the row says completed; `position` stays when the last argument,
     /// bound after the row's values, is true. Without a read of the row first.
-    private static let upsertSQL: String = {
+    static let upsertSQL: String = {
         let columns = columnNames.joined(separator: ", ")
         let marks = Array(repeating: "?", count: columnNames.count).joined(separator: ", ")
         let updates = columnNames.compactMap { name -> String? in
@@ -59,10 +59,9 @@ extension DownloadRecord {
         return "INSERT INTO download (\(columns)) VALUES (\(marks)) ON CONFLICT(id) DO UPDATE SET \(updates)"
     }()
 
-    /// Writes the row in the caller's transaction; a row already stored keeps its place when
-    /// `keepingPosition`.
-    func upsert(_ db: Database, keepingPosition: Bool) throws {
-        var statement = try RawStatement(db, sql: Self.upsertSQL)
+    /// Writes the row with `statement` (of `upsertSQL`) in the caller's transaction; a row already
+    /// stored keeps its place when `keepingPosition`.
+    func upsert(with statement: inout RawStatement, keepingPosition: Bool) throws {
         for value in values { try statement.bind(value) }
         try statement.bind(keepingPosition)
         try statement.run()

@@ -175,6 +175,29 @@ import Testing
         }
     }
 
+    /// One statement serves a whole commit: each run takes the values bound since the last, even
+    /// after a run that was refused.
+    @Test func aStatementRunsAgainWithTheValuesBoundSince() throws {
+        let queue = try DatabaseQueue()
+        try queue.write { db in
+            try db.execute(sql: "CREATE TABLE t (a NOT NULL, b)")
+            var insert = try RawStatement(db, sql: "INSERT INTO t VALUES (?, ?)")
+            for number in 1...3 as ClosedRange<Int64> {
+                try insert.bind(number)
+                try insert.bind(number == 2 ? nil : "row \(number)")
+                try insert.run()
+            }
+            try insert.bind("too few")
+            #expect(throws: DatabaseError.self) { try insert.run() }
+            try insert.bind(4 as Int64?)
+            try insert.bind("row 4")
+            try insert.run()
+            let rows = try Row.fetchAll(db, sql: "SELECT a, b FROM t ORDER BY rowid")
+            #expect(rows.map { $0["a"] as Int64 } == [1, 2, 3, 4])
+            #expect(rows.map { $0["b"] as String? } == ["row 1", nil, "row 3", "row 4"])
+        }
+    }
+
     /// SQLite's refusal comes back as GRDB's error with its code: the store words it from there.
     @Test func aConstraintFailureIsADatabaseErrorWithItsCode() throws {
         let queue = try DatabaseQueue()
