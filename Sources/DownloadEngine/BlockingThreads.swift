@@ -13,6 +13,8 @@ final class BlockingThreads: @unchecked Sendable {
 
     private let name: String
     private let idleTime: TimeInterval
+    /// The most threads at once; a job that finds them all busy waits for the first free one.
+    private let limit: Int
     /// Guards `jobs` and `waiting`, and is what waiting threads wait on.
     private let condition = NSCondition()
     private var jobs: [@Sendable () -> Void] = []
@@ -21,17 +23,20 @@ final class BlockingThreads: @unchecked Sendable {
     /// Threads alive, for the tests.
     private var alive = 0
 
-    init(name: String, idleTime: TimeInterval) {
+    init(name: String, idleTime: TimeInterval, limit: Int = .max) {
         self.name = name
         self.idleTime = idleTime
+        self.limit = limit
     }
 
-    /// Runs `job` on a thread of the pool, at once: on a waiting thread, else on a new one.
+    /// Runs `job` on a thread of the pool: on a waiting thread, else on a new one, else (at the
+    /// limit) on the first that finishes its job.
     func run(_ job: @escaping @Sendable () -> Void) {
         condition.lock()
         jobs.append(job)
-        // Every job has a thread on its way: a waiting one (each signal wakes one more), or a new one.
-        let spawn = jobs.count > waiting
+        // Every job has a thread on its way: a waiting one (each signal wakes one more), a new one,
+        // or at the limit a busy one, which takes the next job when it is done.
+        let spawn = jobs.count > waiting && alive < limit
         if spawn { alive += 1 } else { condition.signal() }
         condition.unlock()
         guard spawn else { return }

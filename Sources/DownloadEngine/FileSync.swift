@@ -3,16 +3,19 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import Dispatch
 import DownloadCore
 import Foundation
 
 /// fsync and other blocking file work, on threads of their own.
 ///
 /// A sync can take a long time when much data is dirty; it must never occupy one of the cooperative
-/// pool's few threads (two on this machine), where transfers and the session run.
+/// pool's few threads (two on this machine), where transfers and the session run. The threads are
+/// kept ones of our own (at most 32), not a Dispatch queue, which lets few jobs run at once on two
+/// cores: on a journaled ext4, where syncs that run side by side share the journal's commit, a
+/// thousand small files finishing sixteen at a time had their fsyncs run 1.06 at a time on average
+/// (strace) and took 0.89 s; on these threads 1.57 and 0.74 s.
 enum FileSync {
-    private static let queue = DispatchQueue(label: "haul.fsync", qos: .utility, attributes: .concurrent)
+    private static let threads = BlockingThreads(name: "haul-files", idleTime: 10, limit: 32)
 
     /// Flushes the file at `path` to stable storage; false when it does not exist or the sync failed.
     ///
@@ -26,19 +29,19 @@ enum FileSync {
     static func syncAll(_ paths: [String]) async -> [Bool] {
         guard paths.count > 1 else { return paths.isEmpty ? [] : [await sync(paths[0])] }
         return await withCheckedContinuation { continuation in
-            let group = DispatchGroup()
             let results = SyncResults(count: paths.count)
             for (index, path) in paths.enumerated() {
-                queue.async(group: group) { results.set(index, syncNow(path)) }
+                threads.run {
+                    if let values = results.set(index, syncNow(path)) { continuation.resume(returning: values) }
+                }
             }
-            group.notify(queue: queue) { continuation.resume(returning: results.values) }
         }
     }
 
     /// Runs blocking `work` on the file-work threads.
     static func run<T: Sendable>(_ work: @escaping @Sendable () -> T) async -> T {
         await withCheckedContinuation { continuation in
-            queue.async { continuation.resume(returning: work()) }
+            threads.run { continuation.resume(returning: work()) }
         }
     }
 
@@ -113,17 +116,20 @@ public enum BootID {
 private final class SyncResults: @unchecked Sendable {
     // Guarded by `lock`.
     private var stored: [Bool]
+    private var remaining: Int
     private let lock = NSLock()
 
     init(count: Int) {
         stored = Array(repeating: false, count: count)
+        remaining = count
     }
 
-    func set(_ index: Int, _ value: Bool) {
-        lock.withLock { stored[index] = value }
-    }
-
-    var values: [Bool] {
-        lock.withLock { stored }
+    /// Records one sync's result; all of them once it was the last.
+    func set(_ index: Int, _ value: Bool) -> [Bool]? {
+        lock.withLock {
+            stored[index] = value
+            remaining -= 1
+            return remaining == 0 ? stored : nil
+        }
     }
 }

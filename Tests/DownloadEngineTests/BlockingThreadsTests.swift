@@ -44,6 +44,30 @@ import TestSupport
         #expect(Set(threads.withLock { $0 }).count == 1, "one thread ran the three jobs")
     }
 
+    /// With a limit, jobs beyond it wait for a busy thread to finish; none is lost.
+    @Test func aLimitedPoolRunsTheRestAsItsThreadsFinish() async throws {
+        let pool = BlockingThreads(name: "haul-test", idleTime: 10, limit: 3)
+        let count = 10
+        let started = Atomic<Int>(0)
+        let finished = Atomic<Int>(0)
+        let release = DispatchSemaphore(value: 0)
+        for _ in 0..<count {
+            pool.run {
+                started.add(1, ordering: .sequentiallyConsistent)
+                _ = release.wait(timeout: .now() + 30)
+                finished.add(1, ordering: .sequentiallyConsistent)
+            }
+        }
+        try await waitUntil(timeout: 20, "three jobs running") { started.load(ordering: .sequentiallyConsistent) == 3 }
+        // A moment for a fourth thread to show up, if the limit let one start.
+        try await Task.sleep(for: .milliseconds(200))
+        #expect(started.load(ordering: .sequentiallyConsistent) == 3)
+        #expect(pool.counts.alive == 3)
+        for _ in 0..<count { release.signal() }
+        try await waitUntil(timeout: 20, "every job to run and end") { finished.load(ordering: .sequentiallyConsistent) == count }
+        #expect(pool.counts.alive == 3)
+    }
+
     /// Idle threads end after `idleTime`; a job after that gets a new one.
     @Test func idleThreadsEnd() async throws {
         let pool = BlockingThreads(name: "haul-test", idleTime: 0.2)
