@@ -9,24 +9,36 @@ import TestSupport
 /// with nothing to do ends.
 @Suite struct BlockingThreadsTests {
     /// Jobs that each block until all of them run: possible only with a thread each, at once.
-    @Test func everyJobRunsAtOnceOnAThreadOfItsOwn() async throws {
-        let pool = BlockingThreads(name: "haul-test", idleTime: 10)
-        let count = 24
+    /// Jobs that count their starts and ends, and block between them until released.
+    final class Gate: Sendable {
         let started = Atomic<Int>(0)
         let finished = Atomic<Int>(0)
         let release = DispatchSemaphore(value: 0)
-        for _ in 0..<count {
-            pool.run {
-                started.add(1, ordering: .sequentiallyConsistent)
-                // Never hangs the suite: the wait ends after 30 s either way.
-                _ = release.wait(timeout: .now() + 30)
-                finished.add(1, ordering: .sequentiallyConsistent)
+
+        func run(_ count: Int, on pool: BlockingThreads) {
+            for _ in 0..<count {
+                pool.run { [self] in
+                    started.add(1, ordering: .sequentiallyConsistent)
+                    // Never hangs the suite: the wait ends after 30 s either way.
+                    _ = release.wait(timeout: .now() + 30)
+                    finished.add(1, ordering: .sequentiallyConsistent)
+                }
             }
         }
-        try await waitUntil(timeout: 20, "\(count) jobs running side by side") { started.load(ordering: .sequentiallyConsistent) == count }
+
+        var starts: Int { started.load(ordering: .sequentiallyConsistent) }
+        var ends: Int { finished.load(ordering: .sequentiallyConsistent) }
+    }
+
+    @Test func everyJobRunsAtOnceOnAThreadOfItsOwn() async throws {
+        let pool = BlockingThreads(name: "haul-test", idleTime: 10)
+        let count = 24
+        let gate = Gate()
+        gate.run(count, on: pool)
+        try await waitUntil(timeout: 20, "\(count) jobs running side by side") { gate.starts == count }
         #expect(pool.counts.alive == count)
-        for _ in 0..<count { release.signal() }
-        try await waitUntil(timeout: 20, "the jobs to end") { finished.load(ordering: .sequentiallyConsistent) == count }
+        for _ in 0..<count { gate.release.signal() }
+        try await waitUntil(timeout: 20, "the jobs to end") { gate.ends == count }
         try await waitUntil(timeout: 20, "every thread to wait for a job") { pool.counts.waiting == count }
     }
 
@@ -48,23 +60,15 @@ import TestSupport
     @Test func aLimitedPoolRunsTheRestAsItsThreadsFinish() async throws {
         let pool = BlockingThreads(name: "haul-test", idleTime: 10, limit: 3)
         let count = 10
-        let started = Atomic<Int>(0)
-        let finished = Atomic<Int>(0)
-        let release = DispatchSemaphore(value: 0)
-        for _ in 0..<count {
-            pool.run {
-                started.add(1, ordering: .sequentiallyConsistent)
-                _ = release.wait(timeout: .now() + 30)
-                finished.add(1, ordering: .sequentiallyConsistent)
-            }
-        }
-        try await waitUntil(timeout: 20, "three jobs running") { started.load(ordering: .sequentiallyConsistent) == 3 }
+        let gate = Gate()
+        gate.run(count, on: pool)
+        try await waitUntil(timeout: 20, "three jobs running") { gate.starts == 3 }
         // A moment for a fourth thread to show up, if the limit let one start.
         try await Task.sleep(for: .milliseconds(200))
-        #expect(started.load(ordering: .sequentiallyConsistent) == 3)
+        #expect(gate.starts == 3)
         #expect(pool.counts.alive == 3)
-        for _ in 0..<count { release.signal() }
-        try await waitUntil(timeout: 20, "every job to run and end") { finished.load(ordering: .sequentiallyConsistent) == count }
+        for _ in 0..<count { gate.release.signal() }
+        try await waitUntil(timeout: 20, "every job to run and end") { gate.ends == count }
         #expect(pool.counts.alive == 3)
     }
 
