@@ -147,7 +147,11 @@ public struct SessionStateMachine: Sendable {
     /// Every download by id; records which ids each change touched, for the journal.
     private var downloads = TrackedDownloads()
     /// Queue order; every id in `downloads` appears exactly once.
-    public private(set) var order: [DownloadID] = []
+    public private(set) var order: [DownloadID] = [] {
+        didSet { orderChanges &+= 1 }
+    }
+    /// How often `order` changed, for `startEligible`'s walk.
+    private var orderChanges = 0
     /// The attempt transferring each `downloading` download.
     private var running: [DownloadID: AttemptID] = [:]
     /// The latest attempt of each download, running or not: its late `finished` still reports bytes.
@@ -182,6 +186,20 @@ public struct SessionStateMachine: Sendable {
     /// `waiting` downloads whose retry time came while no slot was free: they stay `waiting` (the
     /// row says why) and take the next free slot in queue order, like a queued download.
     private var dueRetries: Set<DownloadID> = []
+    /// How many retries fell due, for `startEligible`'s walk.
+    private var retriesDue = 0
+    /// Where `startEligible` walks the queue from: before it, no download was queued or due a
+    /// retry when the walk last ended, and none has become so while `walkMarks` still hold (a long
+    /// queue of finished rows is not walked again on every event).
+    private var walkFrom = 0
+    /// `orderChanges`, `downloads.queuedInsertions` and `retriesDue` as the last walk left them.
+    private var walkMarks = WalkMarks()
+
+    private struct WalkMarks: Equatable {
+        var order = -1
+        var queued = -1
+        var retries = -1
+    }
     /// Downloads whose running attempt a person started (a resume that means now): never sent back
     /// to queued to make room for another person's resume.
     private var startedByPerson: Set<DownloadID> = []
@@ -1085,6 +1103,7 @@ public struct SessionStateMachine: Sendable {
         guard retryTokens[id] == token, case .waiting = downloads[id]?.state else { return [] }
         retryTokens[id] = nil
         dueRetries.insert(id)
+        retriesDue &+= 1
         return startEligible()
     }
 
@@ -1263,8 +1282,15 @@ public struct SessionStateMachine: Sendable {
             startedByPerson.insert(id)
             actions.append(start)
         }
-        for id in order {
-            guard running.count + placing.count < configuration.maxActive else { break }
+        var index = walkMarks == currentWalkMarks ? min(walkFrom, order.count) : 0
+        // The first download the walk leaves queued or due a retry: the next walk starts there.
+        var firstLeft: Int?
+        while index < order.count, running.count + placing.count < configuration.maxActive {
+            let id = order[index]
+            defer {
+                if firstLeft == nil, downloads.isQueued(id) || dueRetries.contains(id) { firstLeft = index }
+                index += 1
+            }
             // The indexes first: a long queue of paused rows is walked without copying a download.
             guard downloads.isQueued(id) || dueRetries.contains(id), !held.contains(id) else { continue }
             // Its file system was under the floor at the last look: it would only stop again.
@@ -1273,7 +1299,13 @@ public struct SessionStateMachine: Sendable {
             startedByPerson.remove(id)
             actions.append(start)
         }
+        walkFrom = firstLeft ?? index
+        walkMarks = currentWalkMarks
         return actions
+    }
+
+    private var currentWalkMarks: WalkMarks {
+        WalkMarks(order: orderChanges, queued: downloads.queuedInsertions, retries: retriesDue)
     }
 
     /// Starts an attempt of `id`, queued or a due retry; nil when it is neither.
@@ -1360,6 +1392,8 @@ struct TrackedDownloads: Sendable {
     private var files: [String: Int] = [:]
     /// The downloads whose state is `queued`.
     private var queued: Set<DownloadID> = []
+    /// How many times a download became queued.
+    private(set) var queuedInsertions = 0
 
     subscript(id: DownloadID) -> Download? {
         get { storage[id] }
@@ -1368,7 +1402,7 @@ struct TrackedDownloads: Sendable {
             storage[id] = newValue
             touched.insert(id)
             if newValue?.state == .queued {
-                queued.insert(id)
+                if queued.insert(id).inserted { queuedInsertions &+= 1 }
             } else if old?.state == .queued {
                 queued.remove(id)
             }
