@@ -1,4 +1,5 @@
 @testable import DownloadEngine
+import Dispatch
 import Foundation
 import Synchronization
 import Testing
@@ -18,12 +19,30 @@ import Darwin
         #expect(errno == ENOENT)
     }
 
-    @Test func filesOfOneDirectoryShareAStripe() {
-        #expect(DirectoryLock.stripeIndex("/srv/a/one.bin") == DirectoryLock.stripeIndex("/srv/a/two.bin.part"))
-        #expect(DirectoryLock.stripeIndex("one.bin") == DirectoryLock.stripeIndex("two.bin"))
-        // Sixteen stripes: some directory among twenty takes another than /srv/a's.
-        let others = (0..<20).map { DirectoryLock.stripeIndex("/srv/dir\($0)/f") }
-        #expect(others.contains { $0 != DirectoryLock.stripeIndex("/srv/a/f") })
+    @Test func filesOfOneDirectoryShareALockAndOtherDirectoriesDoNot() {
+        #expect(DirectoryLock.lock(for: "/srv/a/one.bin") === DirectoryLock.lock(for: "/srv/a/two.bin.part"))
+        #expect(DirectoryLock.lock(for: "one.bin") === DirectoryLock.lock(for: "two.bin"))
+        #expect(DirectoryLock.lock(for: "/srv/a/one.bin") !== DirectoryLock.lock(for: "/srv/b/one.bin"))
+        #expect(DirectoryLock.lock(for: "/srv/a/one.bin") !== DirectoryLock.lock(for: "/srv/a/sub/one.bin"))
+    }
+
+    /// A call that blocks in one directory (a hung file system) holds up no change elsewhere.
+    @Test func aChangeHeldInOneDirectoryLetsAnotherDirectoryChange() async throws {
+        let entered = DispatchSemaphore(value: 0)
+        let release = DispatchSemaphore(value: 0)
+        Thread.detachNewThread {
+            DirectoryLock.change("/srv/hung/file") {
+                _ = entered.signal()
+                _ = release.wait(timeout: .now() + 30)
+            }
+        }
+        #expect(entered.wait(timeout: .now() + 20) == .success)
+        let other = DispatchSemaphore(value: 0)
+        Thread.detachNewThread {
+            DirectoryLock.change("/srv/fine/file") { _ = other.signal() }
+        }
+        #expect(other.wait(timeout: .now() + 5) == .success, "the other directory's change ran while the first was held")
+        release.signal()
     }
 
     final class Overlap: Sendable {
