@@ -6,8 +6,9 @@ import Foundation
 /// A thread started and ended for each of a thousand small files cost its stack's mappings, its
 /// start and its exit a thousand times over (`clone3`, `mmap`, `mprotect`, `madvise`, `munmap`):
 /// profiled, about a tenth of the kernel time haul spent beside the file system's. A job gets a
-/// waiting thread when there is one, else a new thread; a thread waits `idleTime` for its next job
-/// and then ends, so a quiet queue holds none.
+/// waiting thread when there is one, else a new thread up to `limit`, else the next thread to
+/// finish its job; a thread waits `idleTime` for its next job and then ends, so a quiet queue holds
+/// none.
 final class BlockingThreads: @unchecked Sendable {
     static let shared = BlockingThreads(name: "haul-direct", idleTime: 10)
 
@@ -15,12 +16,12 @@ final class BlockingThreads: @unchecked Sendable {
     private let idleTime: TimeInterval
     /// The most threads at once; a job that finds them all busy waits for the first free one.
     private let limit: Int
-    /// Guards `jobs` and `waiting`, and is what waiting threads wait on.
+    /// Guards `jobs`, `waiting` and `alive`, and is what waiting threads wait on.
     private let condition = NSCondition()
     private var jobs: [@Sendable () -> Void] = []
     /// Threads waiting for a job (a signalled one counts until it takes its job).
     private var waiting = 0
-    /// Threads alive, for the tests.
+    /// Threads alive (running a job or waiting for one): at most `limit`.
     private var alive = 0
 
     init(name: String, idleTime: TimeInterval, limit: Int = .max) {

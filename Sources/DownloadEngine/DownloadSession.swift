@@ -556,7 +556,9 @@ public actor DownloadSession {
                 running.task.cancel()
                 waits.append(running.task)
             case .deletePartFile(_, let path):
-                waits.append(enqueueFileWork(on: path) { DirectoryLock.change(path) { _ = unlink(path) } })
+                // On the file-work threads: removing a large file frees its blocks, which can take
+                // most of a second, never on the cooperative pool's few threads.
+                waits.append(enqueueFileWork(on: path) { _ = await FileSync.run { unlink(path) } })
             case .finalize(let id):
                 // After the commit below: the row says `completed` before the part file moves, so
                 // a crash in between finds the bytes and places them, never fetching them again.
@@ -923,7 +925,7 @@ public actor DownloadSession {
                 // Taken after the move: what a later request compares the files with.
                 return .success((paths, paths.compactMap(FileSync.stamp)))
             } catch {
-                for path in extras { DirectoryLock.change(path) { _ = unlink(path) } }
+                for path in extras { unlink(path) }
                 return .failure(error)
             }
         }

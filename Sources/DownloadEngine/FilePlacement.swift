@@ -25,16 +25,16 @@ enum FilePlacement {
         switch destination {
         case .file(let path):
             if move {
-                guard DirectoryLock.change(path, { rename(source, path) }) == 0 else { throw Failure("move the file to", path, errno) }
+                guard rename(source, path) == 0 else { throw Failure("move the file to", path, errno) }
                 return path
             }
             // Shortened like a part file's name when `path` already uses all of NAME_MAX.
             let temporary = SessionStateMachine.partPath(ofFile: path, suffix: ".haul-tmp")
-            DirectoryLock.change(temporary) { _ = unlink(temporary) }
+            unlink(temporary)
             try linkOrCopy(source, to: temporary)
-            guard DirectoryLock.change(path, { rename(temporary, path) }) == 0 else {
+            guard rename(temporary, path) == 0 else {
                 let code = errno
-                DirectoryLock.change(temporary) { _ = unlink(temporary) }
+                unlink(temporary)
                 throw Failure("move the file to", path, code)
             }
             return path
@@ -42,6 +42,7 @@ enum FilePlacement {
             for attempt in 0..<10_000 {
                 let candidate = join(directory, FileNaming.candidate(name, attempt: attempt))
                 if DirectoryLock.change(candidate, { link(source, candidate) }) == 0 {
+                    // The data keeps its new name: a quick removal, which may take the lock.
                     if move { DirectoryLock.change(source) { _ = unlink(source) } }
                     return candidate
                 }
@@ -52,7 +53,8 @@ enum FilePlacement {
                 }
                 // No hard links here: copy into a file created exclusively, so nothing is overwritten.
                 guard try copy(source, toNew: candidate) else { continue }
-                if move { DirectoryLock.change(source) { _ = unlink(source) } }
+                // The source's last name: its blocks are freed, never under the directory's lock.
+                if move { unlink(source) }
                 return candidate
             }
             throw Failure("find a free name for", join(directory, name), EEXIST)
@@ -84,7 +86,7 @@ enum FilePlacement {
             if count < 0 {
                 if errno == EINTR { continue }
                 let code = errno
-                DirectoryLock.change(path) { _ = unlink(path) }
+                unlink(path)
                 throw Failure("read", source, code)
             }
             var done = 0
@@ -93,7 +95,7 @@ enum FilePlacement {
                 if written < 0 {
                     if errno == EINTR { continue }
                     let code = errno
-                    DirectoryLock.change(path) { _ = unlink(path) }
+                    unlink(path)
                     throw Failure("write", path, code)
                 }
                 done += written

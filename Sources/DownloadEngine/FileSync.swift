@@ -10,12 +10,14 @@ import Foundation
 ///
 /// A sync can take a long time when much data is dirty; it must never occupy one of the cooperative
 /// pool's few threads (two on this machine), where transfers and the session run. The threads are
-/// kept ones of our own (at most 32), not a Dispatch queue, which lets few jobs run at once on two
-/// cores: on a journaled ext4, where syncs that run side by side share the journal's commit, a
-/// thousand small files finishing sixteen at a time had their fsyncs run 1.06 at a time on average
-/// (strace) and took 0.89 s; on these threads 1.57 and 0.74 s.
+/// kept ones of our own, not a Dispatch queue, which let few jobs run at once on two cores: on a
+/// journaled ext4, where syncs that run side by side share the journal's commit, a thousand small
+/// files finishing sixteen at a time had their fsyncs run 1.06 at a time on average (strace) and
+/// took 0.89 s; on these threads 1.57 and 0.74 s. At most 255 run at once: jobs stuck on a file
+/// system that hangs (about one per download there) leave the others room, and a purge of a
+/// thousand files does not start a thousand threads.
 enum FileSync {
-    private static let threads = BlockingThreads(name: "haul-files", idleTime: 10, limit: 32)
+    private static let threads = BlockingThreads(name: "haul-files", idleTime: 10, limit: 255)
 
     /// Flushes the file at `path` to stable storage; false when it does not exist or the sync failed.
     ///

@@ -104,7 +104,7 @@ final class PartFile {
         func fail(_ operation: String) -> Result<Void, Failure> {
             let code = errno
             closeDescriptor(fd)
-            DirectoryLock.change(temporary) { _ = unlink(temporary) }
+            unlink(temporary)
             return .failure(Failure(operation: operation, path: temporary, code: code))
         }
         var done = 0
@@ -118,9 +118,9 @@ final class PartFile {
         }
         guard fsync(fd) == 0 else { return fail("sync") }
         closeDescriptor(fd)
-        guard DirectoryLock.change(path, { rename(temporary, path) }) == 0 else {
+        guard rename(temporary, path) == 0 else {
             let code = errno
-            DirectoryLock.change(temporary) { _ = unlink(temporary) }
+            unlink(temporary)
             return .failure(Failure(operation: "rename", path: temporary, code: code))
         }
         // The rename is durable once the directory is; a failure here leaves a valid file either way.

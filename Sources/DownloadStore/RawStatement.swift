@@ -12,6 +12,9 @@ import GRDBSQLite
 /// observed by nothing (the store registers no transaction observer), so GRDB's bookkeeping around
 /// a step has nothing to do for them.
 struct RawStatement {
+    /// GRDB's statement, held so that the raw one lives as long as this (GRDB's cache may let go of
+    /// it meanwhile).
+    private let statement: Statement
     private let raw: SQLiteStatement
     private let db: Database
     private let sql: String
@@ -19,7 +22,7 @@ struct RawStatement {
 
     /// The statement for `sql` from the connection's cache, its bindings cleared.
     init(_ db: Database, sql: String) throws {
-        let statement = try db.cachedStatement(sql: sql)
+        statement = try db.cachedStatement(sql: sql)
         raw = statement.sqliteStatement
         self.db = db
         self.sql = sql

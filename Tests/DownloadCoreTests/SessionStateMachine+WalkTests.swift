@@ -53,6 +53,19 @@ import Testing
         #expect(started(try m.pause(b)) == a)
     }
 
+    /// A held download is passed over but stays queued: the walk starts no lower than it, and
+    /// once it is let go (no mark changes for that) it takes the next slot.
+    @Test func aHeldDownloadPassedOverTakesTheNextSlotOnceLetGo() throws {
+        var m = machine()
+        let a = try schedule(&m, "a")
+        let (b, held) = try m.schedule(url: URL(string: "http://example.test/b")!, destination: .file("/d/b"), hold: true)
+        #expect(held.isEmpty)
+        let c = try schedule(&m, "c")
+        #expect(started(try m.pause(a)) == c, "B is held: C takes A's slot")
+        #expect(started(try m.resume(b)) == nil, "no slot is free")
+        #expect(started(try m.pause(c)) == b)
+    }
+
     @Test func aDownloadMovedAboveTheWalksStartTakesTheNextSlot() throws {
         var m = machine()
         let a = try schedule(&m, "a")

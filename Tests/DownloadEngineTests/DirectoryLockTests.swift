@@ -3,6 +3,7 @@ import Dispatch
 import Foundation
 import Synchronization
 import Testing
+import TestSupport
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -11,14 +12,6 @@ import Darwin
 
 /// The lock that lets one change at a time into a directory's entries.
 @Suite struct DirectoryLockTests {
-    @Test func theCallsErrnoSurvivesTheLock() {
-        let missing = NSTemporaryDirectory() + "haul-directory-lock-\(UUID().uuidString)/nothing"
-        errno = 0
-        let result = DirectoryLock.change(missing) { unlink(missing) }
-        #expect(result == -1)
-        #expect(errno == ENOENT)
-    }
-
     @Test func filesOfOneDirectoryShareALockAndOtherDirectoriesDoNot() {
         #expect(DirectoryLock.lock(for: "/srv/a/one.bin") === DirectoryLock.lock(for: "/srv/a/two.bin.part"))
         #expect(DirectoryLock.lock(for: "one.bin") === DirectoryLock.lock(for: "two.bin"))
@@ -28,21 +21,27 @@ import Darwin
 
     /// A call that blocks in one directory (a hung file system) holds up no change elsewhere.
     @Test func aChangeHeldInOneDirectoryLetsAnotherDirectoryChange() async throws {
-        let entered = DispatchSemaphore(value: 0)
+        let flags = Flags()
         let release = DispatchSemaphore(value: 0)
+        defer { release.signal() }
         Thread.detachNewThread {
             DirectoryLock.change("/srv/hung/file") {
-                _ = entered.signal()
+                flags.entered.store(true, ordering: .sequentiallyConsistent)
                 _ = release.wait(timeout: .now() + 30)
             }
         }
-        #expect(entered.wait(timeout: .now() + 20) == .success)
-        let other = DispatchSemaphore(value: 0)
+        try await waitUntil(timeout: 20, "the first change to hold its directory") { flags.entered.load(ordering: .sequentiallyConsistent) }
         Thread.detachNewThread {
-            DirectoryLock.change("/srv/fine/file") { _ = other.signal() }
+            DirectoryLock.change("/srv/fine/file") { flags.other.store(true, ordering: .sequentiallyConsistent) }
         }
-        #expect(other.wait(timeout: .now() + 5) == .success, "the other directory's change ran while the first was held")
-        release.signal()
+        try await waitUntil(timeout: 20, "the other directory's change to run while the first is held") {
+            flags.other.load(ordering: .sequentiallyConsistent)
+        }
+    }
+
+    final class Flags: Sendable {
+        let entered = Atomic<Bool>(false)
+        let other = Atomic<Bool>(false)
     }
 
     final class Overlap: Sendable {

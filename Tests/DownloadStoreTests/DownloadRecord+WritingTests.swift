@@ -189,6 +189,11 @@ import Testing
             }
             try insert.bind("too few")
             #expect(throws: DatabaseError.self) { try insert.run() }
+            // Refused by SQLite itself, in the step: the statement is reset and runs again.
+            try insert.bind(nil as Int64?)
+            try insert.bind("no a")
+            let refused = #expect(throws: DatabaseError.self) { try insert.run() }
+            #expect(refused?.resultCode == .SQLITE_CONSTRAINT)
             try insert.bind(4 as Int64?)
             try insert.bind("row 4")
             try insert.run()
