@@ -66,6 +66,24 @@ import Testing
         #expect(started(try m.pause(c)) == b)
     }
 
+    /// A download whose file system was under its floor is passed over but stays queued: once the
+    /// file system has room again (no mark changes for that) it takes the next slot.
+    @Test func aDownloadPassedOverOnALowDiskTakesTheNextSlotOnceThereIsRoom() throws {
+        var m = machine()
+        let a = try schedule(&m, "a")
+        let b = try schedule(&m, "b")
+        let c = try schedule(&m, "c")
+        func reading(free: Int64, filesystem: UInt64) -> DiskReading {
+            DiskReading(free: free << 20, capacity: 100 << 20, floor: 1 << 20, filesystem: filesystem)
+        }
+        let low = m.spaceChecked([a: reading(free: 50, filesystem: 2), b: reading(free: 0, filesystem: 1), c: reading(free: 50, filesystem: 2)], directory: nil, purgeWhenLow: false)
+        #expect(started(low.actions) == nil)
+        #expect(started(try m.pause(a)) == c, "B's disk is low: C takes A's slot")
+        let room = m.spaceChecked([b: reading(free: 50, filesystem: 1), c: reading(free: 50, filesystem: 2)], directory: nil, purgeWhenLow: false)
+        #expect(started(room.actions) == nil, "no slot is free")
+        #expect(started(try m.pause(c)) == b)
+    }
+
     @Test func aDownloadMovedAboveTheWalksStartTakesTheNextSlot() throws {
         var m = machine()
         let a = try schedule(&m, "a")
