@@ -303,27 +303,26 @@ public struct AppDatabase: QueueJournal, Sendable {
         if !changes.saved.isEmpty {
             try db.cachedStatement(sql: "DELETE FROM requester WHERE downloadId IN (SELECT value FROM json_each(?))")
                 .execute(arguments: [jsonList(changes.saved.map(\.id.rawValue))])
-        }
-        var upsert: RawStatement?
-        for download in changes.saved {
-            let key = download.id.rawValue
-            highestID = max(highestID, key)
-            // One statement for all the rows: a commit may save a thousand. The row keeps its creation
-            // time, its completion time while it stays completed, and its place unless given one.
-            let position = changes.positions[download.id]
-            let record = DownloadRecord(
-                download, position: position ?? 0, bootID: changes.bootID, synced: !changes.unsynced.contains(download.id), now: now
-            )
-            var statement = try upsert ?? RawStatement(db, sql: DownloadRecord.upsertSQL)
-            try record.upsert(with: &statement, keepingPosition: position == nil)
-            upsert = statement
-            for (index, destination) in download.extraDestinations.enumerated() {
-                let (kind, path) = DownloadRecord.encode(destination)
-                let completed = download.completedPaths.count > index + 1 ? download.completedPaths[index + 1] : nil
-                let requester = RequesterRecord(
-                    id: nil, downloadId: key, position: index, destinationKind: kind, destinationPath: path, completedPath: completed
+            // One statement for all the rows: a commit may save a thousand.
+            var upsert = try RawStatement(db, sql: DownloadRecord.upsertSQL)
+            for download in changes.saved {
+                let key = download.id.rawValue
+                highestID = max(highestID, key)
+                // The row keeps its creation time, its completion time while it stays completed,
+                // and its place unless given one.
+                let position = changes.positions[download.id]
+                let record = DownloadRecord(
+                    download, position: position ?? 0, bootID: changes.bootID, synced: !changes.unsynced.contains(download.id), now: now
                 )
-                try requester.insert(db)
+                try record.upsert(with: &upsert, keepingPosition: position == nil)
+                for (index, destination) in download.extraDestinations.enumerated() {
+                    let (kind, path) = DownloadRecord.encode(destination)
+                    let completed = download.completedPaths.count > index + 1 ? download.completedPaths[index + 1] : nil
+                    let requester = RequesterRecord(
+                        id: nil, downloadId: key, position: index, destinationKind: kind, destinationPath: path, completedPath: completed
+                    )
+                    try requester.insert(db)
+                }
             }
         }
         let saved = Set(changes.saved.map(\.id))

@@ -15,17 +15,14 @@ struct RawStatement {
     /// GRDB's statement, held so that the raw one lives as long as this (GRDB's cache may let go of
     /// it meanwhile).
     private let statement: Statement
-    private let raw: SQLiteStatement
+    private var raw: SQLiteStatement { statement.sqliteStatement }
     private let db: Database
-    private let sql: String
     private var index: Int32 = 0
 
     /// The statement for `sql` from the connection's cache, its bindings cleared.
     init(_ db: Database, sql: String) throws {
         statement = try db.cachedStatement(sql: sql)
-        raw = statement.sqliteStatement
         self.db = db
-        self.sql = sql
         sqlite3_reset(raw)
         sqlite3_clear_bindings(raw)
     }
@@ -79,7 +76,7 @@ struct RawStatement {
             index = 0
         }
         guard Int(sqlite3_bind_parameter_count(raw)) == Int(index) else {
-            throw DatabaseError(resultCode: .SQLITE_RANGE, message: "\(index) values bound to \(sqlite3_bind_parameter_count(raw)) parameters", sql: sql)
+            throw DatabaseError(resultCode: .SQLITE_RANGE, message: "\(index) values bound to \(sqlite3_bind_parameter_count(raw)) parameters", sql: statement.sql)
         }
         while true {
             let code = sqlite3_step(raw)
@@ -102,6 +99,6 @@ struct RawStatement {
 
     private func error(_ code: Int32) -> DatabaseError {
         let message = db.sqliteConnection.map { String(cString: sqlite3_errmsg($0)) }
-        return DatabaseError(resultCode: ResultCode(rawValue: code), message: message, sql: sql)
+        return DatabaseError(resultCode: ResultCode(rawValue: code), message: message, sql: statement.sql)
     }
 }
