@@ -495,8 +495,9 @@ final class DirectStream: ResponseBody {
             var buffer = ByteBuffer()
             try chunked(ByteBuffer(bytes: rest), &decoder)
             while !decoder.isDone {
-                guard let chunk = try readChunk(socket, limit: Self.readSize, into: &buffer) else { throw HTTPParserError.invalidEOFState }
-                try chunked(chunk, &decoder)
+                let generation = throttle.generation
+                guard let chunk = try readChunk(socket, limit: readStep(Self.readSize), into: &buffer) else { throw HTTPParserError.invalidEOFState }
+                try chunked(chunk, &decoder, readSince: generation)
             }
         case .length, .untilClose:
             var left: Int64? = if case .length(let length) = framing { length } else { nil }
@@ -522,11 +523,12 @@ final class DirectStream: ResponseBody {
                         if count == 0 { continue }
                     }
                 } else {
-                    guard let chunk = try readChunk(socket, limit: min(wanted, Self.readSize), into: &buffer) else {
+                    let generation = throttle.generation
+                    guard let chunk = try readChunk(socket, limit: readStep(min(wanted, Self.readSize)), into: &buffer) else {
                         moved = 0
                         break
                     }
-                    try received(chunk)
+                    try received(chunk, readSince: generation)
                     moved = chunk.readableBytes
                 }
                 if moved == 0 { break }
@@ -538,7 +540,7 @@ final class DirectStream: ResponseBody {
     }
 
     /// Hands the data of a chunked body's next bytes to the relay.
-    private func chunked(_ buffer: ByteBuffer, _ decoder: inout HTTPWire.ChunkedDecoder) throws {
+    private func chunked(_ buffer: ByteBuffer, _ decoder: inout HTTPWire.ChunkedDecoder, readSince generation: UInt64? = nil) throws {
         let ranges: [Range<Int>]
         do {
             ranges = try buffer.withUnsafeReadableBytes { raw throws(HTTPWire.Failure) in try decoder.decode(raw) }
@@ -546,7 +548,7 @@ final class DirectStream: ResponseBody {
             throw Self.parserError(error)
         }
         for range in ranges where !range.isEmpty {
-            if let slice = buffer.getSlice(at: buffer.readerIndex + range.lowerBound, length: range.count) { try received(slice) }
+            if let slice = buffer.getSlice(at: buffer.readerIndex + range.lowerBound, length: range.count) { try received(slice, readSince: generation) }
         }
     }
 
@@ -583,9 +585,8 @@ final class DirectStream: ResponseBody {
     /// Moves up to `count` bytes from the socket into the file.
     private func splice(_ socket: Int32, _ count: Int) throws -> Spliced {
         let pipe = try dataPipe()
-        let limited = throttle.limiters.contains { $0.bytesPerSecond != nil }
-        // A limited stream takes small steps, as it would reading: its waits stay short.
-        let step = limited ? min(count, 64 << 10) : count
+        let generation = throttle.generation
+        let step = readStep(count)
         var moved = 0
         while true {
             try waitForData(socket)
@@ -622,24 +623,24 @@ final class DirectStream: ResponseBody {
                 // A file the kernel does not splice into: these bytes are written from memory,
                 // the next ones read.
                 let (written, failed) = copyOut(of: pipe.read, count: left, to: write.descriptor, at: offset)
-                try finishSplice(write, written: written, error: failed)
+                try finishSplice(write, written: written, error: failed, readSince: generation)
                 return .fallBack(moved: moved)
             } else {
                 code = result < 0 ? errno : EIO
                 break
             }
         }
-        try finishSplice(write, written: write.count - left, error: code)
+        try finishSplice(write, written: write.count - left, error: code, readSince: generation)
         return .moved(moved)
     }
 
     /// Tells the relay what a splice wrote, and carries out what follows: the rate limit's wait,
     /// or the stop (thrown).
-    private func finishSplice(_ write: Relay.Write, written: Int, error code: Int32?) throws {
+    private func finishSplice(_ write: Relay.Write, written: Int, error code: Int32?, readSince generation: UInt64) throws {
         let next = state.withLock { progress.wrote(write, written: written, error: code, on: &$0.relay) }
         switch next {
         case .stop(let error): throw error
-        case .readOn(let took, _): try pauseForLimit(took)
+        case .readOn(let took, _): try pauseForLimit(took, readSince: generation)
         case .pause, .write: break
         }
     }
@@ -709,7 +710,7 @@ final class DirectStream: ResponseBody {
     }
 
     /// Hands `chunk` to the relay and carries out what it says: writes, a pause, the rate limit.
-    private func received(_ chunk: ByteBuffer) throws {
+    private func received(_ chunk: ByteBuffer, readSince generation: UInt64? = nil) throws {
         let received = state.withLock { state -> Relay.Received in
             var received = state.relay.received(chunk)
             if case .write(let write) = received { received = progress.carryOut(write, on: &state.relay) }
@@ -726,16 +727,23 @@ final class DirectStream: ResponseBody {
             wake?.resume()
         case .readOn(let took, let wake):
             wake?.resume()
-            try pauseForLimit(took)
+            try pauseForLimit(took, readSince: generation)
         case .write:
             break
         }
     }
 
-    /// Waits as long as the rate limits say after `took` bytes (less when a limit changes).
-    private func pauseForLimit(_ took: Int) throws {
+    /// How many bytes to take from the socket at most, of `count`: a limited stream takes small
+    /// steps, so its waits stay short.
+    private func readStep(_ count: Int) -> Int {
+        throttle.limiters.contains { $0.bytesPerSecond != nil } ? min(count, 64 << 10) : count
+    }
+
+    /// Waits as long as the rate limits say after `took` bytes read since the limits' `generation`
+    /// (nil: already in memory), less when a limit changes.
+    private func pauseForLimit(_ took: Int, readSince generation: UInt64?) throws {
         guard took > 0 else { return }
-        let wait = throttle.reserve(took)
+        let wait = throttle.reserve(took, readSince: generation ?? throttle.generation)
         guard wait > .zero else { return }
         let parts = wait.components
         let deadline = NIODeadline.now() + .nanoseconds(parts.seconds * 1_000_000_000 + parts.attoseconds / 1_000_000_000)

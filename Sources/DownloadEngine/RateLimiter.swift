@@ -83,6 +83,16 @@ struct Throttle: Sendable {
 
     /// How long to wait after receiving `bytes`.
     func reserve(_ bytes: Int) -> Duration {
+        reserve(bytes, readSince: generation)
+    }
+
+    /// How long to wait after receiving `bytes` whose read began at the limits' `generation`:
+    /// nothing when a limit changed meanwhile. Bytes taken under the old limits are forgotten, as
+    /// their debt is: a megabyte spliced at full speed just before a limit of 200 KiB/s came would
+    /// otherwise be charged 5 s of it (a loaded test suite measured 82 KiB/s over the 4 s after
+    /// such a limit came, the splice charged 4.9 s).
+    func reserve(_ bytes: Int, readSince generation: UInt64) -> Duration {
+        guard self.generation == generation else { return .zero }
         var wait = Duration.zero
         for limiter in limiters { wait = max(wait, limiter.reserve(bytes)) }
         return wait

@@ -50,14 +50,16 @@ import TestSupport
             try await h.session.setLimit(200 * 1024)
             #expect(await h.session.snapshot().limit == 200 * 1024)
             // Settled after what NIO and the sockets held drains (2 s); +40 %, as a loaded full suite
-            // on 2 cores measured up to 321 KiB/s after a 1 s settle, and -60 %: a starved second
-            // is not made up (the limit's bucket holds no more than its burst), and CI's full suite
-            // once measured 109 KiB/s. Unlimited, this download runs at 8 MiB/s.
+            // on 2 cores measured up to 321 KiB/s after a 1 s settle, and -40 %: a starved second
+            // is not made up (the limit's bucket holds no more than its burst). Measured 73-109
+            // KiB/s under load while a megabyte spliced just before the limit was charged to it
+            // (5 s of wait); 196-210 since, on a full suite beside two busy loops. Unlimited, this
+            // download runs at 8 MiB/s.
             try await Task.sleep(for: .seconds(2))
             // Read from the bytes on disk: the server's side of a loopback socket is what the
             // end-to-end test measures; here a loaded suite starves that server's sampler.
             let limited = try await Self.diskRate(h.session, [id], over: 4)
-            #expect((80 * Self.kib...280 * Self.kib).contains(limited), "\(Int(limited / Self.kib)) KiB/s, limited to 200")
+            #expect((120 * Self.kib...280 * Self.kib).contains(limited), "\(Int(limited / Self.kib)) KiB/s, limited to 200")
 
             try await h.session.setLimit(nil)
             #expect(await h.session.snapshot().limit == nil)

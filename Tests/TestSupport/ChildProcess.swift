@@ -43,6 +43,7 @@ public final class ChildProcess: Sendable {
 
     private struct State {
         var termination: Termination?
+        var ended: ContinuousClock.Instant?
         var waiters: [CheckedContinuation<Termination, Never>] = []
     }
 
@@ -132,6 +133,12 @@ public final class ChildProcess: Sendable {
         termination == nil
     }
 
+    /// When its end was reaped, stamped by the reaping thread: the child's own timing, without
+    /// the wait for a cooperative thread to run the waiting task (seconds on a loaded suite).
+    public var ended: ContinuousClock.Instant? {
+        state.withLock { $0.ended }
+    }
+
     /// Sends `signal` while it runs (once it was reaped, its pid may be another process's).
     public func send(_ signal: Int32) {
         state.withLock { state in
@@ -169,8 +176,10 @@ public final class ChildProcess: Sendable {
     private func reap() {
         var status: Int32 = 0
         var termination = Termination(status: -1, signalled: false)
+        var ended = ContinuousClock.now
         while true {
             if waitpid(pid, &status, 0) == pid {
+                ended = .now
                 let signal = status & 0x7F
                 termination = signal == 0 ? Termination(status: (status >> 8) & 0xFF, signalled: false) : Termination(status: signal, signalled: true)
                 break
@@ -180,6 +189,7 @@ public final class ChildProcess: Sendable {
         }
         let waiters = state.withLock { state in
             state.termination = termination
+            state.ended = ended
             defer { state.waiters = [] }
             return state.waiters
         }

@@ -60,6 +60,9 @@ public final class HaulProcess: Sendable {
     /// Whether it still runs (until its end was reaped).
     public var isRunning: Bool { child.isRunning }
 
+    /// When its end was reaped (see `ChildProcess.ended`); nil while it runs.
+    public var ended: ContinuousClock.Instant? { child.ended }
+
     /// What it printed so far.
     public var stdoutSoFar: String {
         (try? String(contentsOfFile: out, encoding: .utf8)) ?? ""
