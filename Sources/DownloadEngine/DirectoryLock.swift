@@ -1,3 +1,4 @@
+import NIOConcurrencyHelpers
 import Synchronization
 #if canImport(Glibc)
 import Glibc
@@ -19,9 +20,14 @@ import Darwin
 /// for a 3 GiB file just written, and the kernel does that without holding the directory. Renames
 /// and other removals go unlocked. Each directory has its own lock, so a directory whose file
 /// system hangs (a lost NFS server) holds up no other.
+///
+/// The lock is a plain `pthread_mutex` (`NIOLock`), whose waiters sleep: the standard library's
+/// `Mutex` is a priority-inheriting futex on Linux, whose waiters spin in the kernel while the
+/// holder runs, and a create on this machine's disk runs long (ext4 looks for a free inode). With
+/// it, the spinning was 8.5 % of haul's samples on the thousand files, more than it saved.
 enum DirectoryLock {
     final class Lock: Sendable {
-        let mutex = Mutex(())
+        let mutex = NIOLock()
     }
 
     /// Every directory's lock, by its path as written (an entry per directory a download went to).
@@ -32,12 +38,10 @@ enum DirectoryLock {
     /// the call's own.
     static func change<Result>(_ path: String, _ call: () -> Result) -> Result {
         let lock = lock(for: path)
-        var code: Int32 = 0
-        let result = lock.mutex.withLock { _ in
-            let result = call()
-            code = errno
-            return result
-        }
+        lock.mutex.lock()
+        let result = call()
+        let code = errno
+        lock.mutex.unlock()
         errno = code
         return result
     }
