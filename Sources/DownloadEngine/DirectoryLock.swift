@@ -24,7 +24,8 @@ import Darwin
 /// The lock is a plain `pthread_mutex` (`NIOLock`), whose waiters sleep: the standard library's
 /// `Mutex` is a priority-inheriting futex on Linux, whose waiters spin in the kernel while the
 /// holder runs, and a create on this machine's disk runs long (ext4 looks for a free inode). With
-/// it, the spinning was 8.5 % of haul's samples on the thousand files, more than it saved.
+/// it, the spinning was 8.5 % of haul's samples on the thousand files; with this lock their system
+/// time went 0.74 → 0.67 s (15 runs in turns).
 enum DirectoryLock {
     final class Lock: Sendable {
         let mutex = NIOLock()
