@@ -53,7 +53,7 @@ import TestSupport
             // on 2 cores measured up to 321 KiB/s after a 1 s settle, and -40 %: a starved second
             // is not made up (the limit's bucket holds no more than its burst). Measured 73-109
             // KiB/s under load while a megabyte spliced just before the limit was charged to it
-            // (5 s of wait); 196-210 since, on a full suite beside two busy loops. Unlimited, this
+            // (5 s of wait); 201-205 since, on full suites beside two busy loops. Unlimited, this
             // download runs at 8 MiB/s.
             try await Task.sleep(for: .seconds(2))
             // Read from the bytes on disk: the server's side of a loopback socket is what the
