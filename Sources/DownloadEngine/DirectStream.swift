@@ -743,7 +743,7 @@ final class DirectStream: ResponseBody {
     /// (nil: already in memory), less when a limit changes.
     private func pauseForLimit(_ took: Int, readSince generation: UInt64?) throws {
         guard took > 0 else { return }
-        let wait = throttle.reserve(took, readSince: generation ?? throttle.generation)
+        let wait = generation.map { throttle.reserve(took, readSince: $0) } ?? throttle.reserve(took)
         guard wait > .zero else { return }
         let parts = wait.components
         let deadline = NIODeadline.now() + .nanoseconds(parts.seconds * 1_000_000_000 + parts.attoseconds / 1_000_000_000)

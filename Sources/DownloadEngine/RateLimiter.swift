@@ -83,7 +83,9 @@ struct Throttle: Sendable {
 
     /// How long to wait after receiving `bytes`.
     func reserve(_ bytes: Int) -> Duration {
-        reserve(bytes, readSince: generation)
+        var wait = Duration.zero
+        for limiter in limiters { wait = max(wait, limiter.reserve(bytes)) }
+        return wait
     }
 
     /// How long to wait after receiving `bytes` whose read began at the limits' `generation`:
@@ -92,10 +94,7 @@ struct Throttle: Sendable {
     /// otherwise be charged 5 s of it (a loaded test suite measured 82 KiB/s over the 4 s after
     /// such a limit came, the splice charged 4.9 s).
     func reserve(_ bytes: Int, readSince generation: UInt64) -> Duration {
-        guard self.generation == generation else { return .zero }
-        var wait = Duration.zero
-        for limiter in limiters { wait = max(wait, limiter.reserve(bytes)) }
-        return wait
+        self.generation == generation ? reserve(bytes) : .zero
     }
 
     /// Changes whenever any of the limits changes.

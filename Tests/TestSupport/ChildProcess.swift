@@ -176,10 +176,8 @@ public final class ChildProcess: Sendable {
     private func reap() {
         var status: Int32 = 0
         var termination = Termination(status: -1, signalled: false)
-        var ended = ContinuousClock.now
         while true {
             if waitpid(pid, &status, 0) == pid {
-                ended = .now
                 let signal = status & 0x7F
                 termination = signal == 0 ? Termination(status: (status >> 8) & 0xFF, signalled: false) : Termination(status: signal, signalled: true)
                 break
@@ -187,6 +185,7 @@ public final class ChildProcess: Sendable {
             // ECHILD: reaped by someone else, which nothing here does; say so with -1.
             guard errno == EINTR else { break }
         }
+        let ended = ContinuousClock.now
         let waiters = state.withLock { state in
             state.termination = termination
             state.ended = ended
