@@ -11,7 +11,10 @@
 #              the timed command, and a floor row `cp SRC FILE && sync FILE`
 #   b          1,000 files of 100 KiB from an input list, 16 at once
 #              (haul -j 16 -i, aria2c -j16 -i, wget2 --max-threads=16 -i,
-#              curl -Z --parallel-max 16 -K)
+#              curl -Z --parallel-max 16 -K), and a floor row: the least haul
+#              promises, in C (Tests/Benchmarks/durable-floor.c, built with cc:
+#              16 threads on kept connections, each file written to NAME.part,
+#              fsync'd and renamed), n/a without a C compiler
 #   c          one 256 MiB file from /limited/ (nginx limit_rate 2m per
 #              connection) over 8 connections (haul --connections 8,
 #              aria2c -x8 -s8, axel -n8)
@@ -203,13 +206,16 @@ if wants b; then
     for (( i = 0; i < B_FILES; i++ )); do printf '%s/small/f%04d.bin\n' "$BASE" "$i"; done >"$WORK/b-urls.txt"
     sed 's/.*/url = "&"/' "$WORK/b-urls.txt" >"$WORK/b-curl.cfg"
     mapfile -t B_URLS <"$WORK/b-urls.txt"
+    if command -v cc >/dev/null; then
+        cc -O2 -pthread -o "$WORK/durable-floor" "$script_dir/durable-floor.c" >&2 || say "bench.sh: durable-floor.c did not build: its row is n/a"
+    fi
 fi
 
 # ------------------------------------------------------------ the tools ----
 
 tools_for() {  # the rows of a scenario, haul first; also the order within a round
     case $1 in a-cache) echo haul curl wget2 aria2c axel ;; a-durable) echo haul curl wget2 aria2c axel cp ;;
-               b) echo haul aria2c wget2 curl ;; c) echo haul aria2c axel ;; esac
+               b) echo haul aria2c wget2 curl floor ;; c) echo haul aria2c axel ;; esac
 }
 bytes_for() { case $1 in a-*) echo "$A_SIZE" ;; b) echo $((B_FILES * B_SIZE)) ;; c) echo "$C_SIZE" ;; esac; }
 
@@ -221,7 +227,11 @@ bytes_for() { case $1 in a-*) echo "$A_SIZE" ;; b) echo $((B_FILES * B_SIZE)) ;;
 ARIA_Q=(-q --console-log-level=warn --summary-interval=0 --download-result=hide)
 
 # n_a SCEN TOOL -> prints why the tool cannot run (nothing if it can).
-n_a() { [[ $1/$2 == c/haul && $HAS_CONNECTIONS == 0 ]] && echo "n/a: no --connections"; return 0; }
+n_a() {
+    [[ $1/$2 == c/haul && $HAS_CONNECTIONS == 0 ]] && echo "n/a: no --connections"
+    [[ $1/$2 == b/floor && ! -x $WORK/durable-floor ]] && echo "n/a: no C compiler (cc)"
+    return 0
+}
 
 # build_cmd SCEN TOOL RUNDIR -> CMD array. Downloads go to RUNDIR/dl.
 build_cmd() {
@@ -245,6 +255,7 @@ build_cmd() {
         b/aria2c) CMD=(aria2c --no-conf -j16 "${ARIA_Q[@]}" -i "$WORK/b-urls.txt" -d "$dl") ;;
         b/wget2) CMD=(wget2 --no-config -q --max-threads=16 -nd -i "$WORK/b-urls.txt" -P "$dl") ;;
         b/curl) CMD=(curl -q -sS -f -Z --parallel-max 16 --remote-name-all --output-dir "$dl" -K "$WORK/b-curl.cfg") ;;
+        b/floor) CMD=(sh -c 'cd "$1" && shift && exec "$@"' sh "$dl" "$WORK/durable-floor" "$PORT" "$WORK/b-urls.txt") ;;
         c/haul) CMD=("$HAUL" get --state "$rd/state" --connections 8 -d "$dl" -o "$name" "$url") ;;
         c/aria2c) CMD=(aria2c --no-conf -x8 -s8 "${ARIA_Q[@]}" -d "$dl" -o "$name" "$url") ;;
         c/axel) CMD=(axel -q -n8 -o "$f" "$url") ;;
@@ -416,6 +427,7 @@ echo "Medians of the counted runs that succeeded; MB/s = bytes / median wall / 1
 echo "of the whole command (a-durable peers: tool + sync); RSS = peak resident set of the largest process."
 (( HAS_INPUT )) || ! wants b || echo "Note: this haul has no -i/--input-file: in b it got the 1,000 URLs as arguments."
 echo "Note: haul fsyncs each file by default (b, c, a-durable); of the peers only aria2c does (always, even in a-cache)."
+! wants b || echo "Note: b's floor is not a peer (no client: plain 200s from nginx only); haul/floor is what haul's own work costs above the file system's."
 for f in "$WORK"/res/*; do   # failure reasons, so a FAILED cell can be explained
     [[ -f $f && $f != *d.out && $f != *e.out ]] || continue
     awk -v n="$(basename "$f")" '$1 == 0 { $1 = $2 = $3 = $4 = $5 = ""; sub(/^ +/, ""); print "FAILED run of " n ": " $0 }' "$f"
