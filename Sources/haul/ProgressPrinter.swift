@@ -6,11 +6,17 @@ import Foundation
 final class ProgressPrinter {
     private let json: Bool
     private let isTerminal: Bool
-    private var lastState: [DownloadID: String] = [:]
-    private var lastResumeCount: [DownloadID: Int] = [:]
-    private var lastRestartCount: [DownloadID: Int] = [:]
-    private var lastHook: [DownloadID: HookRun] = [:]
-    private var lastProgressLine: [DownloadID: Date] = [:]
+    /// What was last said of each download: one entry, so that a snapshot costs one lookup a
+    /// download (a thousand files' snapshots each looked at every download five times).
+    private struct Said {
+        var state: String?
+        var resumeCount = 0
+        var restartCount = 0
+        var hook: HookRun?
+        var progressLine: Date?
+    }
+
+    private var said: [DownloadID: Said] = [:]
     private var lastStatusLine = Date.distantPast
     private var statusLineShown = false
     private var lastUnsaved: String?
@@ -25,9 +31,9 @@ final class ProgressPrinter {
     /// What the queue said before this run: resumes and restarts counted earlier are not news.
     func baseline(_ queue: StoredQueue) {
         for download in queue.downloads {
-            lastResumeCount[download.id] = download.resumeCount
-            lastRestartCount[download.id] = download.restartCount
-            lastHook[download.id] = download.hook
+            said[download.id, default: Said()].resumeCount = download.resumeCount
+            said[download.id, default: Said()].restartCount = download.restartCount
+            said[download.id, default: Said()].hook = download.hook
         }
     }
 
@@ -45,30 +51,32 @@ final class ProgressPrinter {
         }
         for id in ids {
             guard let download = snapshot[id] else { continue }
-            if lastRestartCount[id, default: 0] != download.restartCount {
-                lastRestartCount[id] = download.restartCount
+            var last = said[id] ?? Said()
+            defer { said[id] = last }
+            if last.restartCount != download.restartCount {
+                last.restartCount = download.restartCount
                 emit(download, event: "restarted", text: "restarted from zero: \(download.restartReason ?? "unknown reason")")
             }
-            if lastResumeCount[id, default: 0] != download.resumeCount {
-                lastResumeCount[id] = download.resumeCount
+            if last.resumeCount != download.resumeCount {
+                last.resumeCount = download.resumeCount
                 let offset = download.resumeOffset ?? 0
                 let how = download.overlapChecked ? "no validator: the bytes before it checked by overlap"
                     : download.unverifiedResume ? "unverified: no validator, same length" : "verified with If-Range"
                 emit(download, event: "resumed", text: "resumed at \(Format.bytes(offset)) (\(how))")
             }
             let state = stateKey(download.state)
-            if lastState[id] != state {
-                lastState[id] = state
+            if last.state != state {
+                last.state = state
                 emit(download, event: "state", text: describe(download))
-                lastProgressLine[id] = now
+                last.progressLine = now
             } else if download.state == .downloading, !isTerminal,
-                      now.timeIntervalSince(lastProgressLine[id] ?? .distantPast) >= 1 {
-                lastProgressLine[id] = now
+                      now.timeIntervalSince(last.progressLine ?? .distantPast) >= 1 {
+                last.progressLine = now
                 emit(download, event: "progress", text: progress(download))
             }
             // After the state line: a hook runs once its download's ending is shown.
-            if lastHook[id] != download.hook {
-                lastHook[id] = download.hook
+            if last.hook != download.hook {
+                last.hook = download.hook
                 if let hook = download.hook, !hook.isPending { emit(download, event: "hook", text: TerminalText.sanitize(hook.text)) }
             }
         }
