@@ -138,6 +138,9 @@ import Testing
         #expect(Format.utc(Date(timeIntervalSince1970: 1_795_000_000.9996)) == "2026-11-18 11:06:41.000")
         #expect(Format.utc(Date(timeIntervalSince1970: -1.25)) == "1969-12-31 23:59:58.750")
         #expect(Format.utc(Date(timeIntervalSince1970: 951_782_400)) == "2000-02-29 00:00:00.000")
+        // A separator of other than one byte: written as given.
+        #expect(Format.utc(Date(timeIntervalSince1970: 951_782_400), separator: " at ") == "2000-02-29 at 00:00:00.000")
+        #expect(Format.utc(Date(timeIntervalSince1970: 951_782_400), separator: "") == "2000-02-2900:00:00.000")
     }
 
     @Test func bytes() {
