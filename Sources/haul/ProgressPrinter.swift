@@ -31,9 +31,7 @@ final class ProgressPrinter {
     /// What the queue said before this run: resumes and restarts counted earlier are not news.
     func baseline(_ queue: StoredQueue) {
         for download in queue.downloads {
-            said[download.id, default: Said()].resumeCount = download.resumeCount
-            said[download.id, default: Said()].restartCount = download.restartCount
-            said[download.id, default: Said()].hook = download.hook
+            said[download.id] = Said(resumeCount: download.resumeCount, restartCount: download.restartCount, hook: download.hook)
         }
     }
 
