@@ -3,7 +3,7 @@ import Foundation
 /// Everything a person or a script may want to know about one download, as an immutable value.
 ///
 /// The session owns the live copy; snapshots hand out copies.
-public struct Download: Sendable, Hashable, Identifiable, Codable {
+public struct Download: Sendable, Hashable, Identifiable, Codable, CustomReflectable {
     // The fields live in one shared box, copied only when a copy that shares it is changed: a
     // download is copied into every snapshot, the ledger's last committed queue and the journal's
     // changes, and a copy of some forty fields (a dozen strings and arrays) was a retain for each;
@@ -226,6 +226,11 @@ public struct Download: Sendable, Hashable, Identifiable, Codable {
 
     public func hash(into hasher: inout Hasher) {
         box.fields.hash(into: &hasher)
+    }
+
+    /// The fields, as `print` and a failed test's expectation show a download (not the box).
+    public var customMirror: Mirror {
+        Mirror(self, children: Mirror(reflecting: box.fields).children, displayStyle: .struct)
     }
 
     /// The fields, for a change: the box is copied first when another download shares it.

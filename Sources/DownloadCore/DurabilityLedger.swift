@@ -9,7 +9,11 @@ import Foundation
 ///   before a sync began, and only once the sync succeeded. Without fsync (`--no-fsync`) the claim
 ///   is marked unsynced, which is trusted until a reboot.
 /// - A change is committed before the snapshot that shows it is published: a commit takes every
-///   change made until it starts, and the snapshot is taken with it.
+///   change made until it starts, and the snapshot is taken with it. One kind of change may be
+///   shown first: a queued download's start and its response, while nothing of it is durable (a
+///   crash that lost them starts it again all the same). Its row waits (`rowWait`) for the
+///   download's next change and is written with it, once: a small file's row was written four
+///   times, for its start, its response, its completion and its addition.
 /// - Commits are grouped: one commit is in flight at a time; everything asked for meanwhile joins
 ///   the next one, and a transfer's event waits `joinWindow` for others to share its commit. A
 ///   thousand downloads finishing together cost a few transactions, not a thousand.
@@ -27,6 +31,10 @@ public struct DurabilityLedger: Sendable {
         /// How many times a commit is tried while the journal works (a busy database may pass);
         /// once it failed, one try a commit until one succeeds (a full disk stays full).
         public var triesWhileHealthy: Int = 6
+        /// How long a row whose only news is a start and a response (`onlyStarted`) waits for the
+        /// download's next change before it is written on its own (`haul list` in another shell
+        /// says `downloading` this much later).
+        public var rowWait: Duration = .seconds(1)
 
         public init(syncs: Bool) {
             self.syncs = syncs
@@ -42,6 +50,9 @@ public struct DurabilityLedger: Sendable {
         /// Asks for a showing publish once `after` has passed (`trailingShowDue`), to show what a
         /// throttled snapshot left out.
         case showLater(after: Duration)
+        /// Asks for a commit once `after` has passed (`waitingRowsDue`), to write the rows that
+        /// waited `rowWait` for a change of their download.
+        case writeLater(after: Duration)
     }
 
     /// A part file to fsync for a checkpoint, and what the checkpoint will claim once it is.
@@ -118,6 +129,11 @@ public struct DurabilityLedger: Sendable {
     public private(set) var dirty: Set<DownloadID> = []
     /// Removals whose commit failed: the next commit deletes them again.
     private var uncommittedRemovals: Set<DownloadID> = []
+    /// Rows whose only news is a start and a response (`onlyStarted`), with when they began to
+    /// wait for the download's next change; they stay `dirty`.
+    public private(set) var waitingRows: [DownloadID: ContinuousClock.Instant] = [:]
+    /// A `writeLater` is asked for and has not come yet.
+    private var writePending = false
     /// History entries (stamped when taken) for the next commit that writes anything else.
     public private(set) var historyOutbox: [HistoryEntry] = []
     /// The global limit changed since the last commit: the next one stores it.
@@ -211,9 +227,13 @@ public struct DurabilityLedger: Sendable {
     ) -> (commit: Commit, actions: [Action])? {
         guard case .gathering(let gathering) = pipeline, gathering.token == token else { return nil }
         pipeline = .committing(token: token, next: nil)
-        let changes = takeChanges(&machine, journaled: journaled, bootID: bootID)
+        let changes = takeChanges(&machine, journaled: journaled, bootID: bootID, now: now)
         var show = gathering.showing
         var actions: [Action] = []
+        if !writePending, let first = waitingRows.values.min() {
+            writePending = true
+            actions.append(.writeLater(after: max(.zero, configuration.rowWait - first.duration(to: now))))
+        }
         if show, !gathering.urgent, let lastShown {
             let since = lastShown.duration(to: now)
             let gap = min(configuration.longestGap, configuration.gapPerDownload * machine.order.count)
@@ -252,6 +272,13 @@ public struct DurabilityLedger: Sendable {
         return publish(showing: true, soon: true)
     }
 
+    /// The commit asked for by `writeLater` is due: the rows that waited `rowWait` are written (a
+    /// publish of a transfer's kind that shows nothing new).
+    public mutating func waitingRowsDue() -> (token: UInt64, actions: [Action]) {
+        writePending = false
+        return publish(showing: false, soon: true)
+    }
+
     // MARK: Changes and history
 
     /// Notes history entries for the next commit that writes anything else.
@@ -272,9 +299,12 @@ public struct DurabilityLedger: Sendable {
     /// The rows that differ from what the journal holds, assumed committed from here on.
     ///
     /// A row that is not completed or cancelled claims at most its `durable` bytes. History rides
-    /// on a commit that writes something else, never one of its own; `flushHistory` (the last
-    /// commit of a shutdown) takes it all.
-    private mutating func takeChanges(_ machine: inout SessionStateMachine, journaled: Bool, bootID: String?) -> QueueChanges {
+    /// on a commit that writes something else, never one of its own; a row whose only news is a
+    /// start and a response waits up to `rowWait` for the download's next change. `flushing` (the
+    /// last commit of a shutdown) takes it all.
+    private mutating func takeChanges(
+        _ machine: inout SessionStateMachine, journaled: Bool, bootID: String?, now: ContinuousClock.Instant
+    ) -> QueueChanges {
         let touched = machine.takeTouched()
         guard journaled else { return QueueChanges() }
         var changes = QueueChanges()
@@ -291,20 +321,36 @@ public struct DurabilityLedger: Sendable {
             }
             committedOrder = order
         }
+        var stillDirty: Set<DownloadID> = []
         for id in touched.union(dirty) {
             guard let download = machine.download(id) else {
                 if committed.removeValue(forKey: id) != nil || uncommittedRemovals.remove(id) != nil { changes.removed.append(id) }
                 committedPositions[id] = nil
                 committedUnsynced.remove(id)
+                waitingRows[id] = nil
                 continue
             }
             var row = Self.row(download)
             var rowUnsynced = false
             if download.state != .completed && download.state != .cancelled {
-                row.bytesOnDisk = min(download.bytesOnDisk, durable[id] ?? 0)
+                let claim = min(download.bytesOnDisk, durable[id] ?? 0)
+                if row.bytesOnDisk != claim { row.bytesOnDisk = claim }
                 rowUnsynced = unsynced.contains(id)
             }
-            guard committed[id] != row || committedUnsynced.contains(id) != rowUnsynced else { continue }
+            let old = committed[id]
+            guard old != row || committedUnsynced.contains(id) != rowUnsynced else {
+                waitingRows[id] = nil
+                continue
+            }
+            if !flushing, let old, Self.onlyStarted(old, row) {
+                let since = waitingRows[id] ?? now
+                if since.duration(to: now) < configuration.rowWait {
+                    waitingRows[id] = since
+                    stillDirty.insert(id)
+                    continue
+                }
+            }
+            waitingRows[id] = nil
             committed[id] = row
             if rowUnsynced {
                 committedUnsynced.insert(id)
@@ -315,16 +361,17 @@ public struct DurabilityLedger: Sendable {
             changes.saved.append(row)
             if let index = committedPositions[id] { changes.positions[id] = index }
         }
-        dirty = []
-        if !historyOutbox.isEmpty, !changes.isEmpty || flushingHistory {
+        dirty = stillDirty
+        if !historyOutbox.isEmpty, !changes.isEmpty || flushing {
             changes.history = historyOutbox
             historyOutbox = []
         }
         return changes
     }
 
-    /// Set for the last commit of a shutdown: it takes the history entries that wait for a change.
-    public var flushingHistory = false
+    /// Set for the last commit of a shutdown: it takes the history entries that wait for a change,
+    /// and the rows that wait for one.
+    public var flushing = false
 
     /// Forgets that `changes` were committed, so the next commit writes them again.
     private mutating func forget(_ changes: QueueChanges) {
@@ -341,11 +388,34 @@ public struct DurabilityLedger: Sendable {
         }
     }
 
-    /// A download as the journal stores it: no speed.
+    /// A download as the journal stores it: no speed, and none of what is not stored (an attempt's
+    /// connections), so that a change of those alone writes nothing.
     public static func row(_ download: Download) -> Download {
         var row = download
-        row.bytesPerSecond = 0
+        // Each only when it differs: a change to a download shared with the machine copies it.
+        if row.bytesPerSecond != 0 { row.bytesPerSecond = 0 }
+        if row.connecting { row.connecting = false }
+        if row.connections != 0 { row.connections = 0 }
         return row
+    }
+
+    /// Whether `row` differs from the committed `old` only by what a queued download's start and
+    /// its response fill in, with nothing durable on either side: a crash that lost the change
+    /// would start the download again just the same. Anything else (a pause, a requester, a
+    /// restart, a part split, a byte claimed) is written by the next commit.
+    public static func onlyStarted(_ old: Download, _ row: Download) -> Bool {
+        guard old.state == .queued, row.state == .downloading, old.bytesOnDisk == 0, row.bytesOnDisk == 0,
+              row.segments.isEmpty, row.writtenSegments.isEmpty else { return false }
+        var started = old
+        started.state = row.state
+        started.etag = row.etag
+        started.lastModified = row.lastModified
+        started.contentType = row.contentType
+        started.totalBytes = row.totalBytes
+        started.serverFileName = row.serverFileName
+        started.finalURL = row.finalURL
+        started.lastStatus = row.lastStatus
+        return started == row
     }
 
     // MARK: Restoring

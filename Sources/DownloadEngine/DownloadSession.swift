@@ -122,6 +122,7 @@ public actor DownloadSession {
     private var settledToken: UInt64 = 0
     /// The publish that will show what a throttled snapshot did not.
     private var trailingShow: Task<Void, Never>?
+    private var rowsLater: Task<Void, Never>?
     /// The snapshot published last.
     private var published = SessionSnapshot(downloads: [], maxActive: 0)
     /// The history of this run, by download, when the journal keeps none (or there is none).
@@ -461,9 +462,11 @@ public actor DownloadSession {
         ticker = nil
         trailingShow?.cancel()
         trailingShow = nil
+        rowsLater?.cancel()
+        rowsLater = nil
         for transfer in transfers.values { transfer.task.cancel() }
         for tail in fileTails.values { await tail.task.value }
-        ledger.flushingHistory = true
+        ledger.flushing = true
         await settled(publish())
         await clients.shutdown()
         continuation.finish()
@@ -1084,6 +1087,12 @@ public actor DownloadSession {
                     try? await Task.sleep(for: delay)
                     await self?.showTrailing()
                 }
+            case .writeLater(let delay):
+                guard rowsLater == nil, !isShutDown else { continue }
+                rowsLater = Task { [weak self] in
+                    try? await Task.sleep(for: delay)
+                    await self?.writeWaitingRows()
+                }
             }
         }
     }
@@ -1146,6 +1155,13 @@ public actor DownloadSession {
         trailingShow = nil
         guard !isShutDown else { return }
         let (_, actions) = ledger.trailingShowDue()
+        carryOut(actions)
+    }
+
+    private func writeWaitingRows() {
+        rowsLater = nil
+        guard !isShutDown else { return }
+        let (_, actions) = ledger.waitingRowsDue()
         carryOut(actions)
     }
 

@@ -244,9 +244,168 @@ import Testing
         #expect(alone.changes.isEmpty)
         #expect(l.pendingHistory(id) == [entry])
         _ = l.commitEnded(alone, failure: nil, now: start)
-        l.flushingHistory = true
+        l.flushing = true
         #expect(try commit(&l, &m).changes.history == [entry])
         #expect(l.pendingHistory(nil).isEmpty)
+    }
+
+    // MARK: Rows that wait for their download's next change
+
+    /// Three downloads run (the machine's limit); the fourth, `d`, is committed queued, then takes
+    /// the first one's slot and gets its response. Returns d, its attempt, and the finished one.
+    func queuedThenStarted(_ l: inout Ledger, _ m: inout SessionStateMachine) throws -> (DownloadID, AttemptID, DownloadID) {
+        var runs: [(DownloadID, AttemptID)] = []
+        for name in ["a", "b", "c"] { runs.append(try running(&m, name: name)) }
+        let (d, queuedActions) = try m.schedule(url: try #require(URL(string: "http://example.test/d")), destination: .file("/d/d"))
+        #expect(queuedActions.isEmpty)
+        let first = try commit(&l, &m)
+        #expect(first.changes.saved.first { $0.id == d }?.state == .queued)
+        _ = l.commitEnded(first, failure: nil, now: start)
+        let (a, attemptA) = runs[0]
+        _ = m.transferFinished(a, attempt: attemptA, outcome: .completed, bytesOnDisk: 10, now: Date(), jitter: 0)
+        // Placed: the slot is free.
+        let freed = m.finalized(a, paths: ["/d/a"], stamps: [])
+        let attempt = try #require(freed.compactMap { action -> AttemptID? in
+            if case .startTransfer(let order) = action, order.id == d { return order.attempt }
+            return nil
+        }.first)
+        let info = SessionStateMachine.ResponseInfo(
+            status: 200, total: 100, validators: Validators(etag: "\"v1\""), finalURL: nil, serverFileName: nil, disposition: .fresh,
+            contentType: "application/zip"
+        )
+        m.transferResponded(d, attempt: attempt, info: info)
+        return (d, attempt, a)
+    }
+
+    @Test func aQueuedDownloadsStartAndResponseWaitForItsNextChangeAndAreWrittenWithIt() throws {
+        var l = ledger(), m = machine()
+        let (d, attempt, a) = try queuedThenStarted(&l, &m)
+        let (token, _) = l.publish(soon: true)
+        let begun = try #require(l.beginCommit(token, machine: &m, journaled: true, bootID: nil, now: start + .milliseconds(20)))
+        // The finished download is written; d's start and response wait, shown but not written,
+        // and a commit is asked for once they have waited `rowWait`.
+        #expect(begun.commit.changes.saved.map(\.id) == [a])
+        #expect(begun.commit.show)
+        #expect(m.download(d)?.state == .downloading)
+        #expect(l.waitingRows == [d: start + .milliseconds(20)])
+        #expect(l.dirty == [d])
+        #expect(begun.actions == [.writeLater(after: .seconds(1))])
+        _ = l.commitEnded(begun.commit, failure: nil, now: start + .milliseconds(21))
+        // Another commit meanwhile: d still waits, from when it began to, and no second write is asked for.
+        let (again, _) = l.publish(soon: true)
+        let second = try #require(l.beginCommit(again, machine: &m, journaled: true, bootID: nil, now: start + .milliseconds(500)))
+        #expect(second.commit.changes.saved.isEmpty)
+        #expect(second.actions.isEmpty)
+        #expect(l.waitingRows == [d: start + .milliseconds(20)])
+        _ = l.commitEnded(second.commit, failure: nil, now: start + .milliseconds(501))
+        // It completes: one row, with what the start and the response said.
+        _ = m.transferFinished(d, attempt: attempt, outcome: .completed, bytesOnDisk: 100, now: Date(), jitter: 0)
+        let (last, _) = l.publish(soon: true)
+        let third = try #require(l.beginCommit(last, machine: &m, journaled: true, bootID: nil, now: start + .milliseconds(600)))
+        let row = try #require(third.commit.changes.saved.first)
+        #expect(third.commit.changes.saved.count == 1)
+        #expect(row.id == d && row.state == .completed && row.etag == "\"v1\"" && row.totalBytes == 100 && row.lastStatus == 200)
+        #expect(row.contentType == "application/zip")
+        #expect(l.waitingRows.isEmpty)
+        #expect(l.dirty.isEmpty)
+    }
+
+    @Test func aRowThatWaitedRowWaitIsWrittenByTheCommitAskedForThen() throws {
+        var l = ledger(), m = machine()
+        let (d, _, _) = try queuedThenStarted(&l, &m)
+        let (token, _) = l.publish(soon: true)
+        let begun = try #require(l.beginCommit(token, machine: &m, journaled: true, bootID: nil, now: start + .milliseconds(250)))
+        #expect(begun.actions == [.writeLater(after: .seconds(1))])
+        _ = l.commitEnded(begun.commit, failure: nil, now: start + .milliseconds(251))
+        let (due, actions) = l.waitingRowsDue()
+        #expect(actions == [.commit(token: due, after: .milliseconds(10))])
+        let late = try #require(l.beginCommit(due, machine: &m, journaled: true, bootID: nil, now: start + .milliseconds(1_250)))
+        #expect(late.commit.changes.saved.map(\.id) == [d])
+        #expect(late.commit.changes.saved.first?.state == .downloading)
+        #expect(late.commit.changes.saved.first?.etag == "\"v1\"")
+        #expect(late.actions.isEmpty)
+        #expect(l.waitingRows.isEmpty)
+    }
+
+    @Test func aWaitingRowIsWrittenAtOnceByAPauseAByteClaimedOrTheLastCommit() throws {
+        // A pause: a person's intent is never left unwritten.
+        var l = ledger(), m = machine()
+        let (d, attempt, _) = try queuedThenStarted(&l, &m)
+        _ = try m.pause(d)
+        let paused = try commit(&l, &m, at: .milliseconds(20))
+        #expect(paused.changes.saved.contains { $0.id == d && $0.state == .paused })
+        #expect(l.waitingRows.isEmpty)
+
+        // Bytes made durable: the row claims them at once.
+        var l2 = ledger(), m2 = machine()
+        let (d2, attempt2, _) = try queuedThenStarted(&l2, &m2)
+        _ = l2.commitEnded(try commit(&l2, &m2, at: .milliseconds(20)), failure: nil, now: start)
+        #expect(l2.waitingRows.keys.contains(d2))
+        _ = m2.transferProgressed(d2, attempt: attempt2, bytesOnDisk: 60, at: 2)
+        let order = Ledger.SyncOrder(id: d2, attempt: attempt2, path: "/d/d.part", bytes: 60, parts: nil)
+        #expect(l2.checkpointDue([Ledger.Sample(order)]).actions == [.sync([order])])
+        #expect(l2.synced(order, valid: true, current: true) == .accepted(parts: nil))
+        let claimed = try commit(&l2, &m2, at: .milliseconds(40))
+        #expect(claimed.changes.saved.map(\.id) == [d2])
+        #expect(claimed.changes.saved.first?.bytesOnDisk == 60)
+        #expect(l2.waitingRows.isEmpty)
+
+        // The last commit of a shutdown takes it.
+        var l3 = ledger(), m3 = machine()
+        let (d3, _, _) = try queuedThenStarted(&l3, &m3)
+        _ = l3.commitEnded(try commit(&l3, &m3, at: .milliseconds(20)), failure: nil, now: start)
+        l3.flushing = true
+        #expect(try commit(&l3, &m3, at: .milliseconds(30)).changes.saved.map(\.id) == [d3])
+        _ = attempt
+    }
+
+    @Test func onlyAStartAndAResponseWithNothingDurableMayWait() throws {
+        let queued = Download(id: DownloadID(rawValue: 1), url: url, destination: .file("/d/file.bin"), partPath: "/d/file.bin.part")
+        var started = queued
+        started.state = .downloading
+        started.etag = "\"v1\""
+        started.totalBytes = 100
+        started.lastStatus = 200
+        started.finalURL = URL(string: "http://mirror.test/file.bin")
+        started.serverFileName = "file.bin"
+        started.contentType = "application/zip"
+        started.lastModified = "Tue, 24 Nov 2026 10:00:00 GMT"
+        #expect(Ledger.onlyStarted(queued, started))
+        // Whatever else changed is written at once: a requester, a restart, parts, bytes, another state.
+        var requester = started
+        requester.extraDestinations = [.file("/e/file.bin")]
+        #expect(!Ledger.onlyStarted(queued, requester))
+        var restarted = started
+        restarted.restartCount = 1
+        #expect(!Ledger.onlyStarted(queued, restarted))
+        var split = started
+        split.segments = [Segment(start: 0, next: 0, end: 50), Segment(start: 50, next: 50, end: 100)]
+        #expect(!Ledger.onlyStarted(queued, split))
+        var claimed = started
+        claimed.bytesOnDisk = 1
+        #expect(!Ledger.onlyStarted(queued, claimed))
+        var paused = started
+        paused.state = .paused
+        #expect(!Ledger.onlyStarted(queued, paused))
+        // Only from queued: a retry's row (waiting, with its reason) is written when it starts.
+        var waiting = queued
+        waiting.state = .waiting(until: Date(), reason: "connection refused")
+        #expect(!Ledger.onlyStarted(waiting, started))
+    }
+
+    @Test func whatIsNotStoredChangesNoRow() throws {
+        var m = machine()
+        let (id, _) = try running(&m)
+        var download = try #require(m.download(id))
+        download.bytesPerSecond = 1_000
+        download.connecting = true
+        download.connections = 4
+        let row = Ledger.row(download)
+        #expect(row.bytesPerSecond == 0 && !row.connecting && row.connections == 0)
+        var quiet = download
+        quiet.connecting = false
+        quiet.connections = 1
+        #expect(Ledger.row(quiet) == row)
     }
 
     // MARK: Sharing commits
