@@ -77,7 +77,10 @@ public enum TerminalText {
 extension URL {
     /// The URL with any password replaced by `***`, for display and logs.
     public var redactingPassword: String {
-        guard var components = URLComponents(url: self, resolvingAgainstBaseURL: false),
+        // Most URLs have none: said without taking the URL apart again (`URLComponents` parses it
+        // anew, several thousand instructions, and a small file's URL is shown four times).
+        guard password(percentEncoded: true) != nil,
+              var components = URLComponents(url: self, resolvingAgainstBaseURL: false),
               components.password != nil
         else { return absoluteString }
         components.password = "***"

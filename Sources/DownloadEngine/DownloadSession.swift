@@ -748,8 +748,23 @@ public actor DownloadSession {
         case .resumed(let offset, _):
             ledger.resumed(id, from: offset)
         }
-        configuration.logger.info("response", metadata: ["id": "\(id)", "status": "\(info.status)", "disposition": "\(info.disposition)"])
+        configuration.logger.info("response", metadata: ["id": "\(id)", "status": "\(info.status)", "disposition": "\(Self.logWords(info.disposition))"])
         publish(soon: true)
+    }
+
+    /// How the log spells an outcome: as `String(describing:)` does, which takes the long road of
+    /// reflection (`Mirror`) for an enum; the cases nearly every attempt ends with are spelled here.
+    private static func logWords(_ outcome: SessionStateMachine.Outcome) -> String {
+        switch outcome {
+        case .completed: "completed"
+        case .stopped: "stopped"
+        default: "\(outcome)"
+        }
+    }
+
+    private static func logWords(_ disposition: Disposition) -> String {
+        if case .fresh = disposition { return "fresh" }
+        return "\(disposition)"
     }
 
     private func transferEnded(_ id: DownloadID, attempt: AttemptID, result: Transfer.Result, synced: Bool) async {
@@ -761,7 +776,7 @@ public actor DownloadSession {
         let gone = machine.download(id).map { $0.state == .cancelled } ?? true
         if synced, !gone, let parts = result.segments, outcome != .completed { machine.recordSegments(id, parts) }
         ledger.attemptEnded(id, bytes: bytesOnDisk, synced: synced, cancelled: gone)
-        configuration.logger.info("attempt ended", metadata: ["id": "\(id)", "attempt": "\(attempt)", "outcome": "\(outcome)"])
+        configuration.logger.info("attempt ended", metadata: ["id": "\(id)", "attempt": "\(attempt)", "outcome": "\(Self.logWords(outcome))"])
         let actions = machine.transferFinished(
             id, attempt: attempt, outcome: outcome, bytesOnDisk: bytesOnDisk, now: Date(), jitter: Double.random(in: 0..<1)
         )

@@ -85,13 +85,30 @@ struct FileLogHandler: LogHandler {
     private static let process = "[\(getpid())]"
 
     func log(event: LogEvent) {
-        var merged = metadata
-        if let provided = metadataProvider?.get() { merged.merge(provided) { $1 } }
-        if let extra = event.metadata { merged.merge(extra) { $1 } }
-        var line = Format.utc(Date(), separator: "T") + "Z " + Self.process + " " + event.level.rawValue + " " + label + ": "
-            + TerminalText.sanitize(event.message.description)
+        var merged = event.metadata ?? [:]
+        // Merged only when there is something to merge with (haul sets none on its loggers).
+        if !metadata.isEmpty || metadataProvider != nil {
+            merged = metadata
+            if let provided = metadataProvider?.get() { merged.merge(provided) { $1 } }
+            if let extra = event.metadata { merged.merge(extra) { $1 } }
+        }
+        // Room for a usual line at once: appending to a string that grows was most of a line's cost.
+        var line = String()
+        line.reserveCapacity(256)
+        line.append(Format.utc(Date(), separator: "T"))
+        line.append("Z ")
+        line.append(Self.process)
+        line.append(" ")
+        line.append(event.level.rawValue)
+        line.append(" ")
+        line.append(label)
+        line.append(": ")
+        line.append(TerminalText.sanitize(event.message.description))
         for (key, value) in merged.sorted(by: { $0.key < $1.key }) {
-            line += " " + key + "=" + TerminalText.sanitize(value.description)
+            line.append(" ")
+            line.append(key)
+            line.append("=")
+            line.append(TerminalText.sanitize(value.description))
         }
         file.write(line)
     }
