@@ -10,10 +10,10 @@ import Foundation
 ///   is marked unsynced, which is trusted until a reboot.
 /// - A change is committed before the snapshot that shows it is published: a commit takes every
 ///   change made until it starts, and the snapshot is taken with it. One kind of change may be
-///   shown first: a queued download's start and its response, while nothing of it is durable (a
-///   crash that lost them starts it again all the same). Its row waits (`rowWait`) for the
+///   shown first: a queued download's start and its response, while none of its bytes is written
+///   (a crash that lost them starts it again all the same). Its row waits (`rowWait`) for the
 ///   download's next change and is written with it, once: a small file's row was written four
-///   times, for its start, its response, its completion and its addition.
+///   times, for its addition, its start, its response and its completion.
 /// - Commits are grouped: one commit is in flight at a time; everything asked for meanwhile joins
 ///   the next one, and a transfer's event waits `joinWindow` for others to share its commit. A
 ///   thousand downloads finishing together cost a few transactions, not a thousand.
@@ -342,7 +342,10 @@ public struct DurabilityLedger: Sendable {
                 waitingRows[id] = nil
                 continue
             }
-            if !flushing, let old, Self.onlyStarted(old, row) {
+            // Only while nothing is written, as the machine last saw it: from the first byte on, the
+            // validators are worth having on disk (a `kill -9` keeps what the page cache holds, and
+            // a resume without them and a known length starts over).
+            if !flushing, download.bytesOnDisk == 0, let old, Self.onlyStarted(old, row) {
                 let since = waitingRows[id] ?? now
                 if since.duration(to: now) < configuration.rowWait {
                     waitingRows[id] = since
@@ -402,7 +405,8 @@ public struct DurabilityLedger: Sendable {
     /// Whether `row` differs from the committed `old` only by what a queued download's start and
     /// its response fill in, with nothing durable on either side: a crash that lost the change
     /// would start the download again just the same. Anything else (a pause, a requester, a
-    /// restart, a part split, a byte claimed) is written by the next commit.
+    /// restart, a part split, a byte claimed) is written by the next commit; so is this, once the
+    /// download has written a byte (`takeChanges`).
     public static func onlyStarted(_ old: Download, _ row: Download) -> Bool {
         guard old.state == .queued, row.state == .downloading, old.bytesOnDisk == 0, row.bytesOnDisk == 0,
               row.segments.isEmpty, row.writtenSegments.isEmpty else { return false }

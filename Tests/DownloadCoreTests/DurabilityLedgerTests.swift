@@ -327,7 +327,7 @@ import Testing
         #expect(l.waitingRows.isEmpty)
     }
 
-    @Test func aWaitingRowIsWrittenAtOnceByAPauseAByteClaimedOrTheLastCommit() throws {
+    @Test func aWaitingRowIsWrittenAtOnceByAPauseAByteWrittenOrClaimedOrTheLastCommit() throws {
         // A pause: a person's intent is never left unwritten.
         var l = ledger(), m = machine()
         let (d, attempt, _) = try queuedThenStarted(&l, &m)
@@ -349,6 +349,18 @@ import Testing
         #expect(claimed.changes.saved.map(\.id) == [d2])
         #expect(claimed.changes.saved.first?.bytesOnDisk == 60)
         #expect(l2.waitingRows.isEmpty)
+
+        // A byte written, not yet synced: the row (with the response's validators) is written at
+        // once, still claiming nothing.
+        var l4 = ledger(), m4 = machine()
+        let (d4, attempt4, _) = try queuedThenStarted(&l4, &m4)
+        _ = l4.commitEnded(try commit(&l4, &m4, at: .milliseconds(20)), failure: nil, now: start)
+        #expect(l4.waitingRows.keys.contains(d4))
+        _ = m4.transferProgressed(d4, attempt: attempt4, bytesOnDisk: 1, at: 2)
+        let written = try commit(&l4, &m4, at: .milliseconds(40))
+        #expect(written.changes.saved.map(\.id) == [d4])
+        #expect(written.changes.saved.first?.etag == "\"v1\"" && written.changes.saved.first?.bytesOnDisk == 0)
+        #expect(l4.waitingRows.isEmpty)
 
         // The last commit of a shutdown takes it.
         var l3 = ledger(), m3 = machine()
