@@ -12,8 +12,9 @@ import Foundation
 ///   change made until it starts, and the snapshot is taken with it. One kind of change may be
 ///   shown first: a queued download's start and its response, while none of its bytes is written
 ///   (a crash that lost them starts it again all the same). Its row waits (`rowWait`) for the
-///   download's next change and is written with it, once: a small file's row was written four
-///   times, for its addition, its start, its response and its completion.
+///   download's next change and is written with it: a small file's row was written 4.2 times on
+///   average (its addition, its start and response, together or apart, its completion and its
+///   placement), now 3.
 /// - Commits are grouped: one commit is in flight at a time; everything asked for meanwhile joins
 ///   the next one, and a transfer's event waits `joinWindow` for others to share its commit. A
 ///   thousand downloads finishing together cost a few transactions, not a thousand.
