@@ -327,48 +327,49 @@ import Testing
         #expect(l.waitingRows.isEmpty)
     }
 
-    @Test func aWaitingRowIsWrittenAtOnceByAPauseAByteWrittenOrClaimedOrTheLastCommit() throws {
-        // A pause: a person's intent is never left unwritten.
+    /// `queuedThenStarted`, committed once since: d's row waits.
+    func waiting() throws -> (Ledger, SessionStateMachine, DownloadID, AttemptID) {
         var l = ledger(), m = machine()
         let (d, attempt, _) = try queuedThenStarted(&l, &m)
-        _ = try m.pause(d)
-        let paused = try commit(&l, &m, at: .milliseconds(20))
-        #expect(paused.changes.saved.contains { $0.id == d && $0.state == .paused })
-        #expect(l.waitingRows.isEmpty)
+        _ = l.commitEnded(try commit(&l, &m, at: .milliseconds(20)), failure: nil, now: start)
+        #expect(l.waitingRows.keys.contains(d))
+        return (l, m, d, attempt)
+    }
 
-        // Bytes made durable: the row claims them at once.
-        var l2 = ledger(), m2 = machine()
-        let (d2, attempt2, _) = try queuedThenStarted(&l2, &m2)
-        _ = l2.commitEnded(try commit(&l2, &m2, at: .milliseconds(20)), failure: nil, now: start)
-        #expect(l2.waitingRows.keys.contains(d2))
-        _ = m2.transferProgressed(d2, attempt: attempt2, bytesOnDisk: 60, at: 2)
-        let order = Ledger.SyncOrder(id: d2, attempt: attempt2, path: "/d/d.part", bytes: 60, parts: nil)
-        #expect(l2.checkpointDue([Ledger.Sample(order)]).actions == [.sync([order])])
-        #expect(l2.synced(order, valid: true, current: true) == .accepted(parts: nil))
-        let claimed = try commit(&l2, &m2, at: .milliseconds(40))
-        #expect(claimed.changes.saved.map(\.id) == [d2])
-        #expect(claimed.changes.saved.first?.bytesOnDisk == 60)
-        #expect(l2.waitingRows.isEmpty)
+    @Test func aWaitingRowIsWrittenAtOnceByAPauseAByteWrittenOrClaimedOrTheLastCommit() throws {
+        // A pause: a person's intent is never left unwritten.
+        var (l, m, d, _) = try waiting()
+        _ = try m.pause(d)
+        let paused = try commit(&l, &m, at: .milliseconds(40))
+        #expect(paused.changes.saved.map(\.id) == [d])
+        #expect(paused.changes.saved.first?.state == .paused)
+        #expect(l.waitingRows.isEmpty)
 
         // A byte written, not yet synced: the row (with the response's validators) is written at
         // once, still claiming nothing.
-        var l4 = ledger(), m4 = machine()
-        let (d4, attempt4, _) = try queuedThenStarted(&l4, &m4)
-        _ = l4.commitEnded(try commit(&l4, &m4, at: .milliseconds(20)), failure: nil, now: start)
-        #expect(l4.waitingRows.keys.contains(d4))
-        _ = m4.transferProgressed(d4, attempt: attempt4, bytesOnDisk: 1, at: 2)
-        let written = try commit(&l4, &m4, at: .milliseconds(40))
-        #expect(written.changes.saved.map(\.id) == [d4])
+        var (l2, m2, d2, attempt2) = try waiting()
+        _ = m2.transferProgressed(d2, attempt: attempt2, bytesOnDisk: 1, at: 2)
+        let written = try commit(&l2, &m2, at: .milliseconds(40))
+        #expect(written.changes.saved.map(\.id) == [d2])
         #expect(written.changes.saved.first?.etag == "\"v1\"" && written.changes.saved.first?.bytesOnDisk == 0)
-        #expect(l4.waitingRows.isEmpty)
+        #expect(l2.waitingRows.isEmpty)
+
+        // Bytes made durable: the row claims them at once.
+        var (l3, m3, d3, attempt3) = try waiting()
+        _ = m3.transferProgressed(d3, attempt: attempt3, bytesOnDisk: 60, at: 2)
+        let order = Ledger.SyncOrder(id: d3, attempt: attempt3, path: "/d/d.part", bytes: 60, parts: nil)
+        #expect(l3.checkpointDue([Ledger.Sample(order)]).actions == [.sync([order])])
+        #expect(l3.synced(order, valid: true, current: true) == .accepted(parts: nil))
+        let claimed = try commit(&l3, &m3, at: .milliseconds(40))
+        #expect(claimed.changes.saved.map(\.id) == [d3])
+        #expect(claimed.changes.saved.first?.bytesOnDisk == 60)
+        #expect(l3.waitingRows.isEmpty)
 
         // The last commit of a shutdown takes it.
-        var l3 = ledger(), m3 = machine()
-        let (d3, _, _) = try queuedThenStarted(&l3, &m3)
-        _ = l3.commitEnded(try commit(&l3, &m3, at: .milliseconds(20)), failure: nil, now: start)
-        l3.flushing = true
-        #expect(try commit(&l3, &m3, at: .milliseconds(30)).changes.saved.map(\.id) == [d3])
-        _ = attempt
+        var (l4, m4, d4, _) = try waiting()
+        l4.flushing = true
+        #expect(try commit(&l4, &m4, at: .milliseconds(30)).changes.saved.map(\.id) == [d4])
+        #expect(l4.waitingRows.isEmpty)
     }
 
     @Test func onlyAStartAndAResponseWithNothingDurableMayWait() throws {
