@@ -122,6 +122,7 @@ public actor DownloadSession {
     private var settledToken: UInt64 = 0
     /// The publish that will show what a throttled snapshot did not.
     private var trailingShow: Task<Void, Never>?
+    /// The commit that will write the rows that waited for their download's next change (`writeLater`).
     private var rowsLater: Task<Void, Never>?
     /// The snapshot published last.
     private var published = SessionSnapshot(downloads: [], maxActive: 0)

@@ -86,11 +86,9 @@ struct FileLogHandler: LogHandler {
 
     func log(event: LogEvent) {
         var merged = event.metadata ?? [:]
-        // Merged only when there is something to merge with (haul sets none on its loggers).
+        // Merged only when a logger has metadata of its own (haul sets none on its loggers).
         if !metadata.isEmpty || metadataProvider != nil {
-            merged = metadata
-            if let provided = metadataProvider?.get() { merged.merge(provided) { $1 } }
-            if let extra = event.metadata { merged.merge(extra) { $1 } }
+            merged = metadata.merging(metadataProvider?.get() ?? [:]) { $1 }.merging(event.metadata ?? [:]) { $1 }
         }
         // Room for a usual line at once: appending to a string that grows was most of a line's cost.
         var line = String()
