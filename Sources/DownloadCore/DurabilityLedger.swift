@@ -188,8 +188,14 @@ public struct DurabilityLedger: Sendable {
     /// whose snapshot may be throttled. A person's intent (`soon` false) starts a waiting commit at
     /// once. `awaited`: a transfer's event that something waits for (a finished file is placed only
     /// once its row says completed, and holds its slot until then): its commit starts at once too,
-    /// and its snapshot may still be throttled.
-    public mutating func publish(showing: Bool = true, soon: Bool = false, awaited: Bool = false) -> (token: UInt64, actions: [Action]) {
+    /// and its snapshot may still be throttled. `quiet`: no transfer runs and no file is being
+    /// placed, so nothing else will come to share the commit or follow its snapshot: a transfer's
+    /// event is then committed and shown at once, as a person's intent is (the last file of a
+    /// queue is shown done without waiting for a throttle meant for a busy one).
+    public mutating func publish(
+        showing: Bool = true, soon: Bool = false, awaited: Bool = false, quiet: Bool = false
+    ) -> (token: UInt64, actions: [Action]) {
+        let soon = soon && !quiet
         let now = !soon || awaited
         switch pipeline {
         case .idle:

@@ -233,6 +233,11 @@ public struct SessionStateMachine: Sendable {
         order.compactMap { downloads[$0] }
     }
 
+    /// No transfer runs and no finished file is being placed: no transfer's event is on its way.
+    public var isQuiet: Bool {
+        running.isEmpty && placing.isEmpty
+    }
+
     public var snapshot: SessionSnapshot {
         var snapshot = SessionSnapshot(downloads: all, maxActive: configuration.maxActive)
         snapshot.space = space

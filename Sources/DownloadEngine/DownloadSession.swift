@@ -1070,12 +1070,13 @@ public actor DownloadSession {
     /// Asks for what changed to be committed, then shown; returns the token that `settled` waits
     /// for. The ledger groups the requests: one commit is in flight at a time and everything asked
     /// for meanwhile shares the next; `soon` (a transfer's event) lets the commit wait a few
-    /// milliseconds for others and lets its snapshot be throttled on a long queue.
+    /// milliseconds for others and lets its snapshot be throttled on a long queue, unless nothing
+    /// runs or is being placed (`isQuiet`): then nothing else is coming, and it goes at once.
     @discardableResult
     private func publish(showing: Bool = true, soon: Bool = false, awaited: Bool = false) -> UInt64 {
         // Stamped with the time of the change, not of the commit that takes it.
         takeHistory()
-        let (token, actions) = ledger.publish(showing: showing, soon: soon, awaited: awaited)
+        let (token, actions) = ledger.publish(showing: showing, soon: soon, awaited: awaited, quiet: machine.isQuiet)
         carryOut(actions)
         return token
     }

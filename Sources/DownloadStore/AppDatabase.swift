@@ -69,10 +69,31 @@ public struct AppDatabase: QueueJournal, Sendable {
     public init(_ writer: any DatabaseWriter, migrate: Bool = true) throws {
         self.writer = writer
         if migrate {
-            try Self.migrator.migrate(writer)
+            try Self.migrate(writer)
         } else if try writer.read({ db in try !Self.migrator.hasCompletedMigrations(db) }) {
             throw Failure(description: "the queue database has an older schema; run haul once to migrate it", needsMigration: true)
         }
+    }
+
+    /// Migrates `writer` to the current schema. An empty database (a first start) is migrated
+    /// without an fsync a migration (`synchronous = OFF` until the last one is written, then the
+    /// writer's level again): it holds nothing to lose. A crash meanwhile leaves a prefix of the
+    /// migrations, each whole (SQLite's write-ahead log replays only complete, checksummed
+    /// commits), and the next start runs the rest; the queue's first commit syncs them all.
+    static func migrate(_ writer: any DatabaseWriter) throws {
+        let level = try writer.writeWithoutTransaction { db -> Int? in
+            guard try Int.fetchOne(db, sql: "SELECT count(*) FROM sqlite_master") == 0 else { return nil }
+            let level = try Int.fetchOne(db, sql: "PRAGMA synchronous")
+            try db.execute(sql: "PRAGMA synchronous = OFF")
+            return level
+        }
+        do {
+            try Self.migrator.migrate(writer)
+        } catch {
+            if let level { try? writer.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA synchronous = \(level)") } }
+            throw error
+        }
+        if let level { try writer.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA synchronous = \(level)") } }
     }
 
     /// Every schema the queue ever had, in order. Never edit a shipped migration: add one.

@@ -521,6 +521,37 @@ import Testing
         #expect(urgent.show)
     }
 
+    @Test func whenNothingRunsATransfersEventIsCommittedAndShownAtOnce() throws {
+        var l = ledger(), m = machine()
+        for index in 0..<2_000 { _ = try m.schedule(url: try #require(URL(string: "http://example.test/\(index)")), destination: .directory("/d")) }
+        #expect(!m.isQuiet)
+        _ = l.commitEnded(try commit(&l, &m), failure: nil, now: start)
+        // While transfers run, the same event would wait to be joined and not be shown …
+        let (busy, waits) = l.publish(soon: true, quiet: false)
+        #expect(waits == [.commit(token: busy, after: .milliseconds(10))])
+        let throttled = try #require(l.beginCommit(busy, machine: &m, journaled: true, bootID: nil, now: start + .milliseconds(1)))
+        #expect(!throttled.commit.show)
+        _ = l.commitEnded(throttled.commit, failure: nil, now: start + .milliseconds(2))
+        // … with none running (the last file placed), it starts and shows at once, on the same queue.
+        let (last, now) = l.publish(soon: true, quiet: true)
+        #expect(now == [.commit(token: last, after: .zero)])
+        let shown = try #require(l.beginCommit(last, machine: &m, journaled: true, bootID: nil, now: start + .milliseconds(3)))
+        #expect(shown.commit.show)
+    }
+
+    @Test func theMachineIsQuietOnlyWithNothingRunningOrBeingPlaced() throws {
+        var m = machine()
+        #expect(m.isQuiet)
+        let (id, attempt) = try running(&m, bytes: 10)
+        #expect(!m.isQuiet)
+        let finished = m.transferFinished(id, attempt: attempt, outcome: .completed, bytesOnDisk: 10, now: Date(), jitter: 0)
+        #expect(finished.contains(.finalize(id)))
+        // Being placed: it holds its slot, and its placement is an event on its way.
+        #expect(!m.isQuiet)
+        _ = m.finalized(id, paths: ["/d/file.bin"])
+        #expect(m.isQuiet)
+    }
+
     @Test func aCommitThatShowsNothingAskedForShowsNothing() throws {
         var l = ledger(), m = machine()
         let (token, _) = l.publish(showing: false)
