@@ -70,19 +70,24 @@ struct RawStatement {
     /// Runs the statement to its end, then lets go of its bindings, ready to be bound again; throws
     /// SQLite's error as GRDB words one (the store words it for people).
     mutating func run() throws {
-        defer {
-            sqlite3_reset(raw)
-            sqlite3_clear_bindings(raw)
-            index = 0
-        }
-        guard Int(sqlite3_bind_parameter_count(raw)) == Int(index) else {
-            throw DatabaseError(resultCode: .SQLITE_RANGE, message: "\(index) values bound to \(sqlite3_bind_parameter_count(raw)) parameters", sql: statement.sql)
-        }
+        defer { unbind() }
+        try checkAllBound()
         while true {
             let code = sqlite3_step(raw)
             if code == SQLITE_DONE { return }
             if code != SQLITE_ROW { throw error(code) }
         }
+    }
+
+    /// Runs a query and returns its first row's first column as an integer (nil: no row), then
+    /// lets go of its bindings, as `run` does.
+    mutating func value() throws -> Int64? {
+        defer { unbind() }
+        try checkAllBound()
+        let code = sqlite3_step(raw)
+        if code == SQLITE_DONE { return nil }
+        if code != SQLITE_ROW { throw error(code) }
+        return sqlite3_column_int64(raw, 0)
     }
 
     /// Settles what GRDB did not see after a failed commit of rows bound here: a failed step may
@@ -91,6 +96,20 @@ struct RawStatement {
     /// trips its check that none is open). Any statement of GRDB's, outside a transaction, will do.
     static func settle(_ writer: any DatabaseWriter) {
         _ = try? writer.writeWithoutTransaction { db in try db.execute(sql: "SELECT 1") }
+    }
+
+    /// Ready to be bound again, whatever the last run did.
+    private mutating func unbind() {
+        sqlite3_reset(raw)
+        sqlite3_clear_bindings(raw)
+        index = 0
+    }
+
+    /// Too few values is an error, not NULLs in the last parameters.
+    private func checkAllBound() throws {
+        guard Int(sqlite3_bind_parameter_count(raw)) == Int(index) else {
+            throw DatabaseError(resultCode: .SQLITE_RANGE, message: "\(index) values bound to \(sqlite3_bind_parameter_count(raw)) parameters", sql: statement.sql)
+        }
     }
 
     private func check(_ code: Int32) throws {

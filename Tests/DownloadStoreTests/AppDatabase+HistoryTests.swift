@@ -50,6 +50,41 @@ import Testing
         #expect(try database.history(DownloadID(3)).isEmpty)
     }
 
+    /// A history is trimmed in the commit that takes it past the limit, its count read from the
+    /// table the first time a store opened since writes to it.
+    @Test func aHistoryIsTrimmedInTheCommitThatTakesItPastTheLimitAfterAReopen() throws {
+        // Given a download with 98 entries, written by an earlier store
+        do {
+            let earlier = try AppDatabase.open(at: path)
+            var changes = QueueChanges()
+            changes.saved = [try download(1)]
+            changes.history = (0..<98).map { entry(1, $0) }
+            try earlier.commit(changes)
+        }
+        let database = try AppDatabase.open(at: path)
+        func add(_ numbers: ClosedRange<Int>) throws {
+            var more = QueueChanges()
+            more.history = numbers.map { entry(1, $0) }
+            try database.commit(more)
+        }
+        // When two more come one at a time, it keeps all of them: exactly the limit
+        try add(98...98)
+        try add(99...99)
+        #expect(try database.history(DownloadID(1)).count == HistoryEntry.keptPerDownload)
+        #expect(try database.history(DownloadID(1)).first == entry(1, 0))
+        // Then the next one takes it past the limit, and the oldest goes in the same commit
+        try add(100...100)
+        var kept = try database.history(DownloadID(1))
+        #expect(kept.count == HistoryEntry.keptPerDownload)
+        #expect(kept.first == entry(1, 1))
+        #expect(kept.last == entry(1, 100))
+        // And so on, five at a time
+        try add(101...105)
+        kept = try database.history(DownloadID(1))
+        #expect(kept.count == HistoryEntry.keptPerDownload)
+        #expect(kept.first == entry(1, 6))
+    }
+
     @Test func theQueuesRecentHistoryHoldsTheLatestTwoHundred() throws {
         let database = try AppDatabase.open(at: path)
         var changes = QueueChanges()
