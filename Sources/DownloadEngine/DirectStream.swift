@@ -59,6 +59,9 @@ final class DirectStream: ResponseBody {
     static let readSize = 256 << 10
     /// Bytes read at once while the head is not complete.
     static let headReadSize = 64 << 10
+    /// Room made for a body of known length with the bytes read with its head: a small file is
+    /// held whole while its head is decided on.
+    static let holdRoom = 256 << 10
 
     private let state = Mutex(State())
     private let progress: TransferProgress
@@ -201,7 +204,7 @@ final class DirectStream: ResponseBody {
             } else {
                 socket = try connect(deadline: start + timeouts.connect, headDeadline: headDeadline)
             }
-            var answer: (head: Head, rest: [UInt8])
+            var answer: (head: Head, rest: ByteBuffer)
             while true {
                 do {
                     try send(request, on: socket, deadline: headDeadline)
@@ -219,15 +222,19 @@ final class DirectStream: ResponseBody {
                 socketBytes.store(0, ordering: .relaxed)
                 socket = try connect(deadline: NIODeadline.now() + timeouts.connect, headDeadline: headDeadline)
             }
-            let (head, rest) = answer
-            let headBytes = socketBytes.load(ordering: .relaxed) - Int64(rest.count)
+            // Handed on, so that the relay holds the only reference to the first bytes' buffer
+            // (and adds to it in place).
+            let head = answer.head
+            var rest = answer.rest
+            answer.rest = ByteBuffer()
+            let headBytes = socketBytes.load(ordering: .relaxed) - Int64(rest.readableBytes)
             let waiter = state.withLock { state -> CheckedContinuation<HTTPResponseHead, any Error>? in
                 guard case .settled(let waiter) = state.relay.headArrived(head.response) else { return nil }
                 return waiter
             }
             waiter?.resume(returning: head.response)
             do {
-                try body(socket, framing: head.framing, rest: rest)
+                try body(socket, framing: head.framing, rest: &rest)
             } catch let stop as SinkFull {
                 // The sink took all it wanted; the connection is still good if the body was whole.
                 error = stop
@@ -442,8 +449,10 @@ final class DirectStream: ResponseBody {
         var framing: HTTPWire.Framing
     }
 
-    /// Reads until the response head is complete; returns it and the body bytes read with it.
-    private func readHead(_ socket: Int32, deadline: NIODeadline) throws -> (Head, [UInt8]) {
+    /// Reads until the response head is complete; returns it and the body bytes read with it, in
+    /// a buffer with room for the rest of a body of known length up to `holdRoom` (the relay holds
+    /// it as it is and adds what comes next in place: no copy of the first bytes, no growth).
+    private func readHead(_ socket: Int32, deadline: NIODeadline) throws -> (Head, ByteBuffer) {
         var bytes: [UInt8] = []
         while true {
             guard try waitUntilReady(socket, events: POLLIN, until: deadline) else { throw HTTPClientError.deadlineExceeded }
@@ -478,7 +487,11 @@ final class DirectStream: ResponseBody {
                 status: HTTPResponseStatus(statusCode: wire.status, reasonPhrase: wire.reason),
                 headers: headers
             )
-            return (Head(response: response, framing: wire.framing), Array(bytes[length...]))
+            var room = bytes.count - length
+            if case .length(let total) = wire.framing { room = max(room, Int(min(total, Int64(Self.holdRoom)))) }
+            var rest = ByteBufferAllocator().buffer(capacity: room)
+            rest.writeBytes(bytes[length...])
+            return (Head(response: response, framing: wire.framing), rest)
         }
     }
 
@@ -496,15 +509,17 @@ final class DirectStream: ResponseBody {
 
     // MARK: The body
 
-    /// Reads the body as `framing` says it ends, `rest` its first bytes.
-    private func body(_ socket: Int32, framing: HTTPWire.Framing, rest: [UInt8]) throws {
+    /// Reads the body as `framing` says it ends, `rest` its first bytes (taken: left empty).
+    private func body(_ socket: Int32, framing: HTTPWire.Framing, rest: inout ByteBuffer) throws {
+        var first = rest
+        rest = ByteBuffer()
         switch framing {
         case .none:
             return
         case .chunked:
             var decoder = HTTPWire.ChunkedDecoder()
             var buffer = ByteBuffer()
-            try chunked(ByteBuffer(bytes: rest), &decoder)
+            try chunked(first, &decoder)
             while !decoder.isDone {
                 let generation = throttle.generation
                 guard let chunk = try readChunk(socket, limit: readStep(Self.readSize), into: &buffer) else { throw HTTPParserError.invalidEOFState }
@@ -512,9 +527,11 @@ final class DirectStream: ResponseBody {
             }
         case .length, .untilClose:
             var left: Int64? = if case .length(let length) = framing { length } else { nil }
-            if !rest.isEmpty {
-                let count = left.map { Int(min($0, Int64(rest.count))) } ?? rest.count
-                try received(ByteBuffer(bytes: rest[0..<count]))
+            if first.readableBytes > 0 {
+                if let left, left < first.readableBytes { first.moveWriterIndex(to: first.readerIndex + Int(left)) }
+                let count = first.readableBytes
+                try received(first)
+                first = ByteBuffer()
                 left = left.map { $0 - Int64(count) }
             }
             var splices = true

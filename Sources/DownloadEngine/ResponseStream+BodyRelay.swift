@@ -205,7 +205,12 @@ struct BodyRelay<HeadWaiter, BodyWaiter, Pause> {
             return .stop(SinkFull())
         case .holding(var holding):
             body = .dropped
-            holding.bytes.writeImmutableBuffer(chunk)
+            if holding.bytes.readableBytes == 0 {
+                // The first bytes are held as they came (their buffer has room for what follows).
+                holding.bytes = chunk
+            } else {
+                holding.bytes.writeImmutableBuffer(chunk)
+            }
             var wake: BodyWaiter?
             if holding.waiter != nil, holding.bytes.readableBytes >= holding.wanted {
                 wake = holding.waiter

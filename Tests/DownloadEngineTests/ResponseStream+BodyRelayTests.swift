@@ -113,6 +113,27 @@ import Glibc
         #expect(relay.position == nil, "nothing relayed yet")
     }
 
+    /// A small file's first bytes come in a buffer with room for the rest of it (`DirectStream`):
+    /// they are held as they came, and what follows is added in that room, never copied twice.
+    @Test func theFirstHeldBytesAreKeptAsTheyCameAndWhatFollowsGoesInTheirRoom() throws {
+        var relay = Relay()
+        _ = relay.headArrived(Self.okHead)
+        var first = ByteBufferAllocator().buffer(capacity: 64)
+        first.writeRepeatingByte(1, count: 4)
+        let address = first.withUnsafeReadableBytes { $0.baseAddress }
+        _ = relay.received(first)
+        first = ByteBuffer()
+        _ = relay.received(Self.chunk(8, 2))
+        guard case .holding(let holding) = relay.body else {
+            Issue.record("held")
+            return
+        }
+        #expect(Array(holding.bytes.readableBytesView) == [1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2])
+        holding.bytes.withUnsafeReadableBytes { held in
+            #expect(held.baseAddress == address, "the first buffer itself, grown in place")
+        }
+    }
+
     @Test func readingPausesOnceTheHeldBytesAreMany() {
         var relay = Relay()
         _ = relay.headArrived(Self.okHead)
