@@ -11,7 +11,8 @@ import Foundation
 /// - A change is committed before the snapshot that shows it is published: a commit takes every
 ///   change made until it starts, and the snapshot is taken with it. One kind of change may be
 ///   shown first: a queued download's start and its response, while none of its bytes is written
-///   (a crash that lost them starts it again all the same). Its row waits (`rowWait`) for the
+///   and its body is small (`smallBody`: a crash that lost them fetches at most that again; a
+///   larger body's bytes wait for its response to be committed). Its row waits (`rowWait`) for the
 ///   download's next change and is written with it: a small file's row was written 4.2 times on
 ///   average (its addition, its start and response, together or apart, its completion and its
 ///   placement), now 3.
@@ -398,6 +399,13 @@ public struct DurabilityLedger: Sendable {
         }
     }
 
+    /// The largest body whose start and response may wait to be written (`onlyStarted`). Bytes come
+    /// faster than the machine's count of them (a tick every 100 ms), so a row that waits while
+    /// "nothing is written" may lose validators of bytes already on disk (a `kill -9`, or a disk
+    /// that fills before the next commit can be written): without them a resume starts over. A
+    /// small body costs at most this to fetch again; a larger or unknown one is written at once.
+    public static let smallBody: Int64 = 1 << 20
+
     /// A download as the journal stores it: no speed, and none of what is not stored (an attempt's
     /// connections), so that a change of those alone writes nothing.
     public static func row(_ download: Download) -> Download {
@@ -410,13 +418,15 @@ public struct DurabilityLedger: Sendable {
     }
 
     /// Whether `row` differs from the committed `old` only by what a queued download's start and
-    /// its response fill in, with nothing durable on either side: a crash that lost the change
-    /// would start the download again just the same. Anything else (a pause, a requester, a
-    /// restart, a part split, a byte claimed) is written by the next commit; so is this, once the
+    /// its response fill in, with nothing durable on either side, for a body of known length up
+    /// to `smallBody`: a crash that lost the change would fetch it again from the start, at most
+    /// that much twice. Anything else (a pause, a requester, a restart, a part split, a byte
+    /// claimed, a larger or unknown length) is written by the next commit; so is this, once the
     /// download has written a byte (`takeChanges`).
     public static func onlyStarted(_ old: Download, _ row: Download) -> Bool {
         guard old.state == .queued, row.state == .downloading, old.bytesOnDisk == 0, row.bytesOnDisk == 0,
-              row.segments.isEmpty, row.writtenSegments.isEmpty else { return false }
+              row.segments.isEmpty, row.writtenSegments.isEmpty,
+              let total = row.totalBytes, total <= smallBody else { return false }
         var started = old
         started.state = row.state
         started.etag = row.etag

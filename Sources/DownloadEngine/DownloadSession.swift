@@ -740,7 +740,11 @@ public actor DownloadSession {
         await settled(publish())
     }
 
-    private func transferResponded(_ id: DownloadID, attempt: AttemptID, info: SessionStateMachine.ResponseInfo) {
+    /// A body of unknown length or larger than `DurabilityLedger.smallBody` waits here until its
+    /// row (with the response's validators) is committed: its bytes reach the disk faster than the
+    /// machine counts them, and a crash, or a disk that fills before the next commit can be
+    /// written, would leave bytes that no resume may trust without them.
+    private func transferResponded(_ id: DownloadID, attempt: AttemptID, info: SessionStateMachine.ResponseInfo) async {
         machine.transferResponded(id, attempt: attempt, info: info)
         switch info.disposition {
         case .fresh, .restarted:
@@ -750,7 +754,9 @@ public actor DownloadSession {
             ledger.resumed(id, from: offset)
         }
         configuration.logger.info("response", metadata: ["id": "\(id)", "status": "\(info.status)", "disposition": "\(Self.logWords(info.disposition))"])
-        publish(soon: true)
+        let small = info.total.map { $0 <= DurabilityLedger.smallBody } ?? false
+        let token = publish(soon: true, awaited: !small)
+        if !small { await settled(token) }
     }
 
     /// How the log spells an outcome: as `String(describing:)` does, which takes the long road of

@@ -400,6 +400,17 @@ import Testing
         var paused = started
         paused.state = .paused
         #expect(!Ledger.onlyStarted(queued, paused))
+        // A body of unknown length, or more than a crash may fetch twice: its validators are
+        // worth writing at once (bytes may reach the disk before the machine counts them).
+        var unknown = started
+        unknown.totalBytes = nil
+        #expect(!Ledger.onlyStarted(queued, unknown))
+        var large = started
+        large.totalBytes = Ledger.smallBody + 1
+        #expect(!Ledger.onlyStarted(queued, large))
+        var small = started
+        small.totalBytes = Ledger.smallBody
+        #expect(Ledger.onlyStarted(queued, small))
         // Only from queued: a retry's row (waiting, with its reason) is written when it starts.
         var waiting = queued
         waiting.state = .waiting(until: Date(), reason: "connection refused")

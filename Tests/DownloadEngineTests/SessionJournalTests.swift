@@ -13,12 +13,19 @@ import TestSupport
     final class RecordingJournal: QueueJournal {
         let database: AppDatabase
         let commits = Mutex<[QueueChanges]>([])
+        /// Each commit takes at least this long (a slow disk), in seconds.
+        let slowness = Mutex<Double>(0)
+        /// While true, commits wait (a disk that does not answer).
+        let held = Mutex(false)
 
         init(_ database: AppDatabase) {
             self.database = database
         }
 
         func commit(_ changes: QueueChanges) throws {
+            let seconds = slowness.withLock { $0 }
+            if seconds > 0 { Thread.sleep(forTimeInterval: seconds) }
+            while held.withLock({ $0 }) { Thread.sleep(forTimeInterval: 0.005) }
             try database.commit(changes)
             commits.withLock { $0.append(changes) }
         }
@@ -258,6 +265,61 @@ import TestSupport
             try await waitFor(running, id) { $0.state == .completed }
             #expect(bench.server.requests("/q.bin").last?.range == "bytes=\(size / 2)-")
             await running.shutdown()
+        }
+    }
+
+    /// A body larger than a crash may fetch twice (`DurabilityLedger.smallBody`) has its row,
+    /// with the response's validators, committed before any of its bytes reach the part file: a
+    /// `kill -9`, or a disk that fills before the next commit can be written, leaves bytes a
+    /// resume can trust. (The machine counts bytes every 100 ms; they come much faster.)
+    @Test func aLargeBodysValidatorsAreCommittedBeforeItsFirstByteIsWritten() async throws {
+        try await Bench.with { bench in
+            // Every commit takes 150 ms (a slow disk): bytes that did not wait for their row would
+            // be on disk long before it.
+            bench.journal.slowness.withLock { $0 = 0.15 }
+            let size = 8 * 1024 * 1024
+            bench.server.serve("/first.bin", size: size, faults: stalled(at: 256 * 1024))
+            bench.server.serve("/second.bin", size: size, faults: stalled(at: 256 * 1024))
+            let session = bench.session { $0.maxActive = 1 }
+            // The first starts at once; the second is queued, and starts when the first is paused
+            // (a queued download's start and response may wait for a later commit when its body
+            // is small).
+            let first = try await session.schedule(bench.server.url("/first.bin"), to: .file(bench.path("first.bin")))
+            let second = try await session.schedule(bench.server.url("/second.bin"), to: .file(bench.path("second.bin")))
+            for (id, name) in [(first, "first.bin"), (second, "second.bin")] {
+                // As soon as the part file holds a byte …
+                try await waitUntil("bytes in \(name).part", every: .milliseconds(1)) { (fileLength(bench.path(name + ".part")) ?? 0) > 0 }
+                // … the stored row says what the response said.
+                let stored = try #require(try bench.stored(id))
+                #expect(stored.state == .downloading, "\(name)")
+                #expect(stored.totalBytes == Int64(size), "\(name)")
+                let shown = await session.snapshot()[id]
+                #expect(stored.etag != nil && stored.etag == shown?.etag, "\(name)")
+                if id == first { try await session.pause(first) }
+            }
+            await session.shutdown()
+        }
+    }
+
+    /// The same while the journal does not answer at all: not a byte of a large body is written
+    /// before its response is committed.
+    @Test func aLargeBodyWaitsForItsResponsesCommit() async throws {
+        try await Bench.with { bench in
+            let size = 8 * 1024 * 1024
+            bench.server.serve("/held.bin", size: size)
+            let session = bench.session()
+            let target = bench.path("held.bin")
+            bench.journal.held.withLock { $0 = true }
+            let scheduled = Task { try await session.schedule(bench.server.url("/held.bin"), to: .file(target)) }
+            try await waitUntil("the request") { !bench.server.requests("/held.bin").isEmpty }
+            try await Task.sleep(for: .milliseconds(300))
+            #expect((fileLength(target + ".part") ?? 0) == 0, "bytes written before the response was committed")
+            bench.journal.held.withLock { $0 = false }
+            let id = try await scheduled.value
+            let done = try await waitFor(session, id) { $0.state == .completed }
+            #expect(done.etag != nil)
+            #expect(sha256(ofFile: target) == bench.server.sha256("/held.bin"))
+            await session.shutdown()
         }
     }
 
