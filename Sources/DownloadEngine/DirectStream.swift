@@ -520,6 +520,7 @@ final class DirectStream: ResponseBody {
             var decoder = HTTPWire.ChunkedDecoder()
             var buffer = ByteBuffer()
             try chunked(first, &decoder)
+            first = ByteBuffer()
             while !decoder.isDone {
                 let generation = throttle.generation
                 guard let chunk = try readChunk(socket, limit: readStep(Self.readSize), into: &buffer) else { throw HTTPParserError.invalidEOFState }
