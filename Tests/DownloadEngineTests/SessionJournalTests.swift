@@ -310,6 +310,8 @@ import TestSupport
             let session = bench.session()
             let target = bench.path("held.bin")
             bench.journal.held.withLock { $0 = true }
+            // Let go whatever happens: the teardown's shutdown commits too.
+            defer { bench.journal.held.withLock { $0 = false } }
             let scheduled = Task { try await session.schedule(bench.server.url("/held.bin"), to: .file(target)) }
             try await waitUntil("the request") { !bench.server.requests("/held.bin").isEmpty }
             try await Task.sleep(for: .milliseconds(300))
