@@ -42,7 +42,8 @@ let package = Package(
                 "CSplice",
             ]
         ),
-        // The Linux calls Glibc's module leaves out (splice, pipe sizes): DirectStream's kernel copy.
+        // The Linux calls Glibc's module leaves out (splice, pipe sizes; a rename that never replaces):
+        // DirectStream's kernel copy, FilePlacement's move.
         .target(name: "CSplice"),
         // The durable queue: one AppDatabase facade over SQLite (WAL), the state directory and its lock.
         // The only GRDB user.
@@ -145,7 +146,11 @@ let package = Package(
         ),
         .testTarget(
             name: "DownloadStoreTests",
-            dependencies: ["DownloadCore", "DownloadStore", "TestSupport", .product(name: "GRDB", package: "GRDB.swift")]
+            dependencies: [
+                "DownloadCore", "DownloadStore", "TestSupport", .product(name: "GRDB", package: "GRDB.swift"),
+                // SQLite's own limits, to make it refuse a value bound through `RawStatement`.
+                .product(name: "GRDBSQLite", package: "GRDB.swift"),
+            ]
         ),
         .testTarget(
             name: "LoopbackServerTests",

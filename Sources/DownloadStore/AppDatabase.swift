@@ -393,15 +393,15 @@ public struct AppDatabase: QueueJournal, Sendable {
                     counts[key] = number
                 } else {
                     if count == nil { count = try RawStatement(db, sql: historyCountSQL) }
-                    try count?.bind(key)
+                    count?.bind(key)
                     counts[key] = Int(try count?.value() ?? 0)
                 }
             }
-            try insert.bind(key)
-            try insert.bind(StoredDate.text(entry.time))
-            try insert.bind(entry.kind.rawValue)
-            try insert.bind(entry.text)
-            try insert.bind(key)
+            insert.bind(key)
+            insert.bind(StoredDate.text(entry.time))
+            insert.bind(entry.kind.rawValue)
+            insert.bind(entry.text)
+            insert.bind(key)
             try insert.run()
             // 0 when the download is not in the queue.
             counts[key, default: 0] += db.changesCount
@@ -414,8 +414,8 @@ public struct AppDatabase: QueueJournal, Sendable {
         var trim: RawStatement?
         for key in touched where counts[key, default: 0] > HistoryEntry.keptPerDownload {
             if trim == nil { trim = try RawStatement(db, sql: historyTrimSQL) }
-            try trim?.bind(key)
-            try trim?.bind(Int64(HistoryEntry.keptPerDownload - 1))
+            trim?.bind(key)
+            trim?.bind(Int64(HistoryEntry.keptPerDownload - 1))
             try trim?.run()
             counts[key] = HistoryEntry.keptPerDownload
         }

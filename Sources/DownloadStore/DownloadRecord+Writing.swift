@@ -22,19 +22,58 @@ extension DownloadRecord {
 
     /// The values of `columnNames`, in that order, as SQLite will hold them.
     var values: [DatabaseValue] {
-        [
-            id.databaseValue, url.databaseValue, destinationKind.databaseValue, destinationPath.databaseValue, partPath.databaseValue,
-            completedPath.databaseValue, state.rawValue.databaseValue, stateReason.databaseValue, StoredDate.text(waitingUntil).databaseValue,
-            position.databaseValue, bytesOnDisk.databaseValue, totalBytes.databaseValue, etag.databaseValue, lastModified.databaseValue,
-            contentType.databaseValue, finalURL.databaseValue, serverFileName.databaseValue,
-            resumeOffset.databaseValue, resumeCount.databaseValue, bytesSavedByResume.databaseValue, unverifiedResume.databaseValue,
-            overlapChecked.databaseValue, restartCount.databaseValue, restartReason.databaseValue, lastStatus.databaseValue,
-            lastError.databaseValue, failedAttempts.databaseValue, StoredDate.text(lastActive).databaseValue, pausedByShutdown.databaseValue,
-            requestHeaders.databaseValue, checksum.databaseValue, segments.databaseValue, writtenSegments.databaseValue,
-            connections.databaseValue, checkpointBootID.databaseValue, checkpointSynced.databaseValue, completedStamps.databaseValue,
-            replacing.databaseValue, hook.databaseValue, speedLimit.databaseValue, StoredDate.text(createdAt).databaseValue,
-            StoredDate.text(updatedAt).databaseValue, StoredDate.text(completedAt).databaseValue,
-        ]
+        var list = ValueList()
+        bindColumns(to: &list)
+        return list.values
+    }
+
+    /// Gives `sink` each column's value, in `columnNames`' order: the one list of them, which the
+    /// upsert binds straight into its statement (an array of 43 `DatabaseValue`s built for each
+    /// row was half of the upsert's instructions: callgrind, 300 small files, three rows a file).
+    func bindColumns<Sink: ColumnSink>(to sink: inout Sink) {
+        sink.bind(id)
+        sink.bind(url)
+        sink.bind(destinationKind)
+        sink.bind(destinationPath)
+        sink.bind(partPath)
+        sink.bind(completedPath)
+        sink.bind(state.rawValue)
+        sink.bind(stateReason)
+        sink.bind(StoredDate.text(waitingUntil))
+        sink.bind(position)
+        sink.bind(bytesOnDisk)
+        sink.bind(totalBytes)
+        sink.bind(etag)
+        sink.bind(lastModified)
+        sink.bind(contentType)
+        sink.bind(finalURL)
+        sink.bind(serverFileName)
+        sink.bind(resumeOffset)
+        sink.bind(resumeCount)
+        sink.bind(bytesSavedByResume)
+        sink.bind(unverifiedResume)
+        sink.bind(overlapChecked)
+        sink.bind(restartCount)
+        sink.bind(restartReason)
+        sink.bind(lastStatus)
+        sink.bind(lastError)
+        sink.bind(failedAttempts)
+        sink.bind(StoredDate.text(lastActive))
+        sink.bind(pausedByShutdown)
+        sink.bind(requestHeaders)
+        sink.bind(checksum)
+        sink.bind(segments)
+        sink.bind(writtenSegments)
+        sink.bind(connections)
+        sink.bind(checkpointBootID)
+        sink.bind(checkpointSynced)
+        sink.bind(completedStamps)
+        sink.bind(replacing)
+        sink.bind(hook)
+        sink.bind(speedLimit)
+        sink.bind(StoredDate.text(createdAt))
+        sink.bind(StoredDate.text(updatedAt))
+        sink.bind(StoredDate.text(completedAt))
     }
 
     /// Column by column, for GRDB's own inserts and updates (the same values `upsert` writes).
@@ -62,8 +101,8 @@ extension DownloadRecord {
     /// Writes the row with `statement` (of `upsertSQL`) in the caller's transaction; a row already
     /// stored keeps its place when `keepingPosition`.
     func upsert(with statement: inout RawStatement, keepingPosition: Bool) throws {
-        for value in values { try statement.bind(value) }
-        try statement.bind(keepingPosition)
+        bindColumns(to: &statement)
+        statement.bind(keepingPosition)
         try statement.run()
     }
 }
@@ -95,4 +134,22 @@ enum StoredDate {
     static func text(_ date: Date) -> String {
         Format.utc(date)
     }
+}
+
+/// What takes a row's values one by one, in order: a statement's parameters, or a list.
+protocol ColumnSink {
+    mutating func bind(_ value: String?)
+    mutating func bind(_ value: Int64?)
+    mutating func bind(_ value: Int?)
+    mutating func bind(_ value: Bool)
+}
+
+/// The values as GRDB holds them (for its own inserts and updates).
+struct ValueList: ColumnSink {
+    var values: [DatabaseValue] = []
+
+    mutating func bind(_ value: String?) { values.append(value.databaseValue) }
+    mutating func bind(_ value: Int64?) { values.append(value.databaseValue) }
+    mutating func bind(_ value: Int?) { values.append(value.databaseValue) }
+    mutating func bind(_ value: Bool) { values.append(value.databaseValue) }
 }

@@ -11,13 +11,17 @@ import GRDBSQLite
 /// instructions, two thirds of them arguments). The statements bound here observe nothing and are
 /// observed by nothing (the store registers no transaction observer), so GRDB's bookkeeping around
 /// a step has nothing to do for them.
-struct RawStatement {
+struct RawStatement: ColumnSink {
     /// GRDB's statement, held so that the raw one lives as long as this (GRDB's cache may let go of
     /// it meanwhile).
     private let statement: Statement
     private var raw: SQLiteStatement { statement.sqliteStatement }
     private let db: Database
     private var index: Int32 = 0
+    /// The first value SQLite refused since the last run (too many values, too large a one): the
+    /// run throws it. Binding cannot fail on its own, so that a row hands its values over one by
+    /// one through `ColumnSink`, which a list of values takes too.
+    private var refused: DatabaseError?
 
     /// The statement for `sql` from the connection's cache, its bindings cleared.
     init(_ db: Database, sql: String) throws {
@@ -30,41 +34,43 @@ struct RawStatement {
     /// SQLite's own copy of text: the bytes may go once the call returns.
     private static let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
 
-    mutating func bind(_ value: String?) throws {
+    mutating func bind(_ value: String?) {
         index += 1
-        guard let value else { return try check(sqlite3_bind_null(raw, index)) }
+        guard let value else { return check(sqlite3_bind_null(raw, index)) }
         let length = Int32(value.utf8.count)
-        try value.withCString { text in try check(sqlite3_bind_text(raw, index, text, length, Self.transient)) }
+        let code = value.withCString { text in sqlite3_bind_text(raw, index, text, length, Self.transient) }
+        check(code)
     }
 
-    mutating func bind(_ value: DatabaseValue) throws {
+    mutating func bind(_ value: DatabaseValue) {
         switch value.storage {
-        case .null: try bind(nil as Int64?)
-        case .int64(let number): try bind(number)
+        case .null: bind(nil as Int64?)
+        case .int64(let number): bind(number)
         case .double(let number):
             index += 1
-            try check(sqlite3_bind_double(raw, index, number))
-        case .string(let text): try bind(text)
+            check(sqlite3_bind_double(raw, index, number))
+        case .string(let text): bind(text)
         case .blob(let data):
             index += 1
-            try data.withUnsafeBytes { bytes in
-                try check(sqlite3_bind_blob(raw, index, bytes.baseAddress ?? UnsafeRawPointer(bitPattern: 1), Int32(bytes.count), Self.transient))
+            let code = data.withUnsafeBytes { bytes in
+                sqlite3_bind_blob(raw, index, bytes.baseAddress ?? UnsafeRawPointer(bitPattern: 1), Int32(bytes.count), Self.transient)
             }
+            check(code)
         }
     }
 
-    mutating func bind(_ value: Int64?) throws {
+    mutating func bind(_ value: Int64?) {
         index += 1
-        guard let value else { return try check(sqlite3_bind_null(raw, index)) }
-        try check(sqlite3_bind_int64(raw, index, value))
+        guard let value else { return check(sqlite3_bind_null(raw, index)) }
+        check(sqlite3_bind_int64(raw, index, value))
     }
 
-    mutating func bind(_ value: Int?) throws {
-        try bind(value.map(Int64.init))
+    mutating func bind(_ value: Int?) {
+        bind(value.map(Int64.init))
     }
 
-    mutating func bind(_ value: Bool) throws {
-        try bind(Int64(value ? 1 : 0))
+    mutating func bind(_ value: Bool) {
+        bind(Int64(value ? 1 : 0))
     }
 
     /// Runs the statement to its end, then lets go of its bindings, ready to be bound again; throws
@@ -103,17 +109,20 @@ struct RawStatement {
         sqlite3_reset(raw)
         sqlite3_clear_bindings(raw)
         index = 0
+        refused = nil
     }
 
     /// Too few values is an error, not NULLs in the last parameters.
     private func checkAllBound() throws {
+        if let refused { throw refused }
         guard Int(sqlite3_bind_parameter_count(raw)) == Int(index) else {
             throw DatabaseError(resultCode: .SQLITE_RANGE, message: "\(index) values bound to \(sqlite3_bind_parameter_count(raw)) parameters", sql: statement.sql)
         }
     }
 
-    private func check(_ code: Int32) throws {
-        if code != SQLITE_OK { throw error(code) }
+    /// Keeps the first refusal for the run.
+    private mutating func check(_ code: Int32) {
+        if code != SQLITE_OK, refused == nil { refused = error(code) }
     }
 
     private func error(_ code: Int32) -> DatabaseError {

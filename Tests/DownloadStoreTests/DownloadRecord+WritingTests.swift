@@ -2,6 +2,7 @@ import DownloadCore
 @testable import DownloadStore
 import Foundation
 import GRDB
+import GRDBSQLite
 import Testing
 
 /// The row writer binds every column of the `download` table, and only those.
@@ -13,6 +14,38 @@ import Testing
         let columns = try queue.read { db in try db.columns(in: "download").map(\.name) }
         #expect(Set(columns) == Set(DownloadRecord.columnNames))
         #expect(columns.count == DownloadRecord.columnNames.count)
+    }
+
+    /// The upsert binds each field in its own column: a row with a different value in every column
+    /// (none NULL, no two alike; the four flags take each pattern of two runs, so that any two of
+    /// them differ in one) reads back column by column as `values` holds it.
+    @Test(arguments: [0, 1]) func theUpsertWritesEachFieldInItsOwnColumn(run: Int) throws {
+        let flags = [false, run == 0, run == 1, true]
+        let date = { (seconds: Double) in Date(timeIntervalSince1970: 1_800_000_000 + seconds) }
+        let record = DownloadRecord(
+            id: 41, url: "https://example.com/41.iso", destinationKind: "file", destinationPath: "/d/41.iso",
+            partPath: "/d/41.iso.part", completedPath: "/d/done.iso", state: .failed, stateReason: "reason",
+            waitingUntil: date(1), position: 3, bytesOnDisk: 5, totalBytes: 7, etag: "\"etag\"", lastModified: "modified",
+            contentType: "type/x", finalURL: "https://cdn.example.com/41.iso", serverFileName: "server.iso", resumeOffset: 11,
+            resumeCount: 13, bytesSavedByResume: 17, unverifiedResume: flags[0], overlapChecked: flags[1], restartCount: 19,
+            restartReason: "restart", lastStatus: 23, lastError: "error", failedAttempts: 29, lastActive: date(2),
+            pausedByShutdown: flags[2], requestHeaders: "headers", checksum: "sha256:00", segments: "segments",
+            writtenSegments: "written", connections: 31, checkpointBootID: "boot", checkpointSynced: flags[3],
+            completedStamps: "stamps", replacing: "replacing", hook: "hook", speedLimit: 37, createdAt: date(3),
+            updatedAt: date(4), completedAt: date(5)
+        )
+        let queue = try DatabaseQueue()
+        try AppDatabase.migrator.migrate(queue)
+        let row = try queue.write { db -> Row? in
+            var upsert = try RawStatement(db, sql: DownloadRecord.upsertSQL)
+            try record.upsert(with: &upsert, keepingPosition: false)
+            return try Row.fetchOne(db, sql: "SELECT * FROM download")
+        }
+        let stored = try #require(row)
+        #expect(record.values.allSatisfy { !$0.isNull })
+        for (name, value) in zip(DownloadRecord.columnNames, record.values) {
+            #expect(stored[name] as DatabaseValue == value, "\(name)")
+        }
     }
 
     /// A row saved again keeps its creation time, its completion time while it stays completed, and
@@ -142,12 +175,12 @@ import Testing
         try queue.write { db in
             try db.execute(sql: "CREATE TABLE t (a, b, c, d, e, f)")
             var insert = try RawStatement(db, sql: "INSERT INTO t VALUES (?, ?, ?, ?, ?, ?)")
-            try insert.bind("名前 café ü")
-            try insert.bind(Int64.min)
-            try insert.bind(nil as String?)
-            try insert.bind(true)
-            try insert.bind(DatabaseValue(value: 2.5) ?? .null)
-            try insert.bind(Data([0, 1, 255]).databaseValue)
+            insert.bind("名前 café ü")
+            insert.bind(Int64.min)
+            insert.bind(nil as String?)
+            insert.bind(true)
+            insert.bind(DatabaseValue(value: 2.5) ?? .null)
+            insert.bind(Data([0, 1, 255]).databaseValue)
             try insert.run()
             let row = try #require(try Row.fetchOne(db, sql: "SELECT * FROM t"))
             #expect(row["a"] as String == "名前 café ü")
@@ -159,19 +192,25 @@ import Testing
         }
     }
 
-    /// Too few values is an error, not a NULL in the last column; the statement is clean after it.
-    @Test func aMissingValueIsRefusedAndTheStatementIsLeftClean() throws {
+    /// Too few values is an error, not a NULL in the last column; a value SQLite refuses (one too
+    /// many, one longer than its limit) fails the run, not the bind. Nothing is written, and the
+    /// statement is clean after it.
+    @Test(arguments: [(["only one"], ResultCode.SQLITE_RANGE), (["a", "b", "c"], .SQLITE_RANGE), (["a", "longer than 16 bytes"], .SQLITE_TOOBIG)])
+    func aMissingOrRefusedValueFailsTheRunAndTheStatementIsLeftClean(values: [String], code: ResultCode) throws {
         let queue = try DatabaseQueue()
         try queue.write { db in
             try db.execute(sql: "CREATE TABLE t (a NOT NULL, b)")
-            var short = try RawStatement(db, sql: "INSERT INTO t VALUES (?, ?)")
-            try short.bind("only one")
-            #expect(throws: DatabaseError.self) { try short.run() }
-            var whole = try RawStatement(db, sql: "INSERT INTO t VALUES (?, ?)")
-            try whole.bind("x")
-            try whole.bind(2 as Int64?)
-            try whole.run()
-            #expect(try Int.fetchOne(db, sql: "SELECT count(*) FROM t") == 1)
+            var insert = try RawStatement(db, sql: "INSERT INTO t VALUES (?, ?)")
+            // Values of at most 16 bytes from here on.
+            sqlite3_limit(db.sqliteConnection, SQLITE_LIMIT_LENGTH, 16)
+            for value in values { insert.bind(value) }
+            let refused = #expect(throws: DatabaseError.self) { try insert.run() }
+            #expect(refused?.resultCode == code)
+            #expect(try Int.fetchOne(db, sql: "SELECT count(*) FROM t") == 0)
+            insert.bind("x")
+            insert.bind(2 as Int64?)
+            try insert.run()
+            #expect(try Row.fetchAll(db, sql: "SELECT a, b FROM t").map { [$0["a"] as String, String($0["b"] as Int)] } == [["x", "2"]])
         }
     }
 
@@ -183,19 +222,19 @@ import Testing
             try db.execute(sql: "CREATE TABLE t (a NOT NULL, b)")
             var insert = try RawStatement(db, sql: "INSERT INTO t VALUES (?, ?)")
             for number in 1...3 as ClosedRange<Int64> {
-                try insert.bind(number)
-                try insert.bind(number == 2 ? nil : "row \(number)")
+                insert.bind(number)
+                insert.bind(number == 2 ? nil : "row \(number)")
                 try insert.run()
             }
-            try insert.bind("too few")
+            insert.bind("too few")
             #expect(throws: DatabaseError.self) { try insert.run() }
             // Refused by SQLite itself, in the step: the statement is reset and runs again.
-            try insert.bind(nil as Int64?)
-            try insert.bind("no a")
+            insert.bind(nil as Int64?)
+            insert.bind("no a")
             let refused = #expect(throws: DatabaseError.self) { try insert.run() }
             #expect(refused?.resultCode == .SQLITE_CONSTRAINT)
-            try insert.bind(4 as Int64?)
-            try insert.bind("row 4")
+            insert.bind(4 as Int64?)
+            insert.bind("row 4")
             try insert.run()
             let rows = try Row.fetchAll(db, sql: "SELECT a, b FROM t ORDER BY rowid")
             #expect(rows.map { $0["a"] as Int64 } == [1, 2, 3, 4])
@@ -209,7 +248,7 @@ import Testing
         try queue.write { db in
             try db.execute(sql: "CREATE TABLE t (a NOT NULL)")
             var insert = try RawStatement(db, sql: "INSERT INTO t VALUES (?)")
-            try insert.bind(nil as String?)
+            insert.bind(nil as String?)
             do {
                 try insert.run()
                 Issue.record("a NULL in a NOT NULL column was written")
