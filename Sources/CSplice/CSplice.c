@@ -2,6 +2,7 @@
 #include "CSplice.h"
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <unistd.h>
 
 ssize_t haul_splice(int in, int out, int64_t *out_offset, size_t length, int nonblocking) {
@@ -48,5 +49,15 @@ int haul_pipe(int fds[2]) {
         fcntl(fds[0], F_SETFL, O_NONBLOCK); fcntl(fds[1], F_SETFL, O_NONBLOCK);
     }
     return result;
+#endif
+}
+
+int haul_rename_noreplace(const char *from, const char *to) {
+#ifdef __linux__
+    return renameat2(AT_FDCWD, from, AT_FDCWD, to, RENAME_NOREPLACE);
+#else
+    (void)from; (void)to;
+    errno = ENOSYS;
+    return -1;
 #endif
 }

@@ -3,6 +3,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import CSplice
 import DownloadCore
 
 /// Putting a finished file where a requester wants it.
@@ -39,8 +40,18 @@ enum FilePlacement {
             }
             return path
         case .directory(let directory):
+            // A move renames without replacing, in one step (a `link` and an `unlink` cost the
+            // directory two changes: 5 % of the CPU samples of a thousand small files). Where that
+            // fails for another reason than a taken name, the way below (a link, else a copy) is
+            // taken and words any error.
+            var renames = move
             for attempt in 0..<10_000 {
                 let candidate = join(directory, FileNaming.candidate(name, attempt: attempt))
+                if renames {
+                    if DirectoryLock.change(candidate, { haul_rename_noreplace(source, candidate) }) == 0 { return candidate }
+                    if errno == EEXIST { continue }
+                    renames = false
+                }
                 if DirectoryLock.change(candidate, { link(source, candidate) }) == 0 {
                     // The data keeps its new name: a quick removal, which may take the lock.
                     if move { DirectoryLock.change(source) { _ = unlink(source) } }

@@ -1,5 +1,6 @@
 // The Linux calls Swift's Glibc module leaves out (they need _GNU_SOURCE): moving bytes from a
-// socket to a file inside the kernel through a pipe. Elsewhere they fail with ENOSYS.
+// socket to a file inside the kernel through a pipe, and a rename that never replaces. Elsewhere
+// they fail with ENOSYS.
 #pragma once
 #include <stddef.h>
 #include <stdint.h>
@@ -18,3 +19,7 @@ int haul_start_writeback(int fd, int64_t offset, int64_t length);
 
 // pipe2(O_CLOEXEC | O_NONBLOCK).
 int haul_pipe(int fds[2]);
+
+// renameat2(RENAME_NOREPLACE): gives `from` the name `to` unless `to` exists (EEXIST), in one
+// step. EINVAL where the file system cannot do it without replacing.
+int haul_rename_noreplace(const char *from, const char *to);

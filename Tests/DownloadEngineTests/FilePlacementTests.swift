@@ -1,0 +1,77 @@
+import DownloadCore
+@testable import DownloadEngine
+import Foundation
+import Testing
+import TestSupport
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Putting a finished part file in a directory: by rename where it can, never over a file there.
+@Suite struct FilePlacementTests {
+    private func write(_ text: String, to path: String) throws {
+        try Data(text.utf8).write(to: URL(fileURLWithPath: path))
+    }
+
+    private func read(_ path: String) -> String? {
+        FileManager.default.contents(atPath: path).map { String(decoding: $0, as: UTF8.self) }
+    }
+
+    @Test func aMoveTakesTheNameAndLeavesNoPartFile() throws {
+        let directory = try TemporaryDirectory("placement")
+        let part = directory.path("f.bin.part")
+        try write("the body", to: part)
+        let placed = try FilePlacement.place(part, at: .directory(directory.path), name: "f.bin", move: true)
+        #expect(placed == directory.path("f.bin"))
+        #expect(read(placed) == "the body")
+        #expect(!FileManager.default.fileExists(atPath: part))
+    }
+
+    @Test func aTakenNameIsNeverReplaced() throws {
+        let directory = try TemporaryDirectory("placement")
+        let part = directory.path("f.bin.part")
+        try write("new", to: part)
+        try write("a person's", to: directory.path("f.bin"))
+        try write("another", to: directory.path("f.bin.1"))
+        let placed = try FilePlacement.place(part, at: .directory(directory.path), name: "f.bin", move: true)
+        #expect(placed == directory.path("f.bin.2"))
+        #expect(read(placed) == "new")
+        #expect(read(directory.path("f.bin")) == "a person's")
+        #expect(read(directory.path("f.bin.1")) == "another")
+        #expect(!FileManager.default.fileExists(atPath: part))
+    }
+
+    /// A part file on another file system cannot be renamed (nor linked) there: it is copied into a
+    /// new file and then removed, still never over a file there.
+    @Test func aMoveToAnotherFileSystemCopies() throws {
+        let directory = try TemporaryDirectory("placement")
+        var shm = stat()
+        var here = stat()
+        try #require(stat("/dev/shm", &shm) == 0 && stat(directory.path, &here) == 0, "needs /dev/shm")
+        try #require(shm.st_dev != here.st_dev, "/dev/shm is another file system than the temporary directory")
+        let part = "/dev/shm/haul-placement-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).part"
+        defer { unlink(part) }
+        try write("across", to: part)
+        try write("a person's", to: directory.path("f.bin"))
+        let placed = try FilePlacement.place(part, at: .directory(directory.path), name: "f.bin", move: true)
+        #expect(placed == directory.path("f.bin.1"))
+        #expect(read(placed) == "across")
+        #expect(read(directory.path("f.bin")) == "a person's")
+        #expect(!FileManager.default.fileExists(atPath: part))
+    }
+
+    /// A copy for a further requester (`move` false) leaves the part file for the move that follows.
+    @Test func aCopyForAnotherRequesterKeepsThePartFile() throws {
+        let directory = try TemporaryDirectory("placement")
+        let part = directory.path("f.bin.part")
+        try write("shared", to: part)
+        let other = directory.path("other")
+        try FileManager.default.createDirectory(atPath: other, withIntermediateDirectories: false)
+        let placed = try FilePlacement.place(part, at: .directory(other), name: "f.bin", move: false)
+        #expect(placed == other + "/f.bin")
+        #expect(read(placed) == "shared")
+        #expect(read(part) == "shared")
+    }
+}
