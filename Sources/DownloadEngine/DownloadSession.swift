@@ -673,7 +673,7 @@ public actor DownloadSession {
             syncOnCompletion: configuration.syncOnCompletion,
             floor: configuration.minFree,
             claimSpace: { [weak self] needs, reading in await self?.claimSpace(id, attempt: attempt, needs: needs, reading: reading) ?? 0 },
-            basis: { [weak self] in await self?.resumeBasis(id) },
+            prepare: { [weak self] preparation in await self?.prepareAttempt(id, attempt: attempt, preparation) },
             began: { [weak self] start in await self?.transferBegan(id, attempt: attempt, start) },
             responded: { [weak self] info in await self?.transferResponded(id, attempt: attempt, info: info) },
             split: { [weak self] parts in await self?.transferSplit(id, attempt: attempt, parts: parts) ?? false },
@@ -713,8 +713,26 @@ public actor DownloadSession {
         if fileTails[path]?.number == number { fileTails[path] = nil }
     }
 
-    private func resumeBasis(_ id: DownloadID) -> SessionStateMachine.ResumeBasis? {
-        machine.resumeBasis(id)
+    /// An attempt starts (`Transfer.prepare`): what describes its part file now; the room it
+    /// claims (as `Transfer.spaceShortage` claims it, for the rest of a known size); and, when it
+    /// may go on and fetches front to back, its first request noted (as `transferBegan`).
+    private func prepareAttempt(_ id: DownloadID, attempt: AttemptID, _ preparation: Transfer.Preparation) -> Transfer.Prepared? {
+        guard let basis = machine.resumeBasis(id) else { return nil }
+        let have = basis.segments.isEmpty ? preparation.startLength : Segments.bytesOnDisk(basis.segments)
+        let needs = basis.knownTotal.map { $0 - have } ?? 0
+        let sizeKnown = basis.knownTotal != nil
+        var shortage: Transfer.Outcome?
+        if Transfer.claims(needs: needs, sizeKnown: sizeKnown), var reading = preparation.reading {
+            reading.promised = claimSpace(id, attempt: attempt, needs: sizeKnown ? needs : nil, reading: reading)
+            shortage = Transfer.shortage(reading, needs: needs, sizeKnown: sizeKnown)
+        }
+        var firstRequest: RequestPlan?
+        if shortage == nil, basis.segments.isEmpty {
+            let plan = ResumeRules.plan(partLength: preparation.startLength, knownTotal: basis.knownTotal, validators: basis.validators)
+            transferBegan(id, attempt: attempt, .request(plan))
+            firstRequest = plan
+        }
+        return Transfer.Prepared(basis: basis, shortage: shortage, firstRequest: firstRequest)
     }
 
     /// Notes the request an attempt sends; committed with the next change (its response, or its end).

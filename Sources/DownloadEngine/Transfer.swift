@@ -117,10 +117,14 @@ struct Transfer: Sendable {
     /// write there. One at a time on the session: two downloads checked at once never both take
     /// the same room.
     let claimSpace: @Sendable (Int64?, DiskReading) async -> Int64
-    /// What describes the part file now, read when the attempt really starts (the previous attempt
-    /// on the file may have changed it after this one was ordered); nil when the download or the
+    /// The attempt's start, in one call on the session (each call there is a hand-off between
+    /// threads; a thousand small files made three of them before their first request): what
+    /// describes the part file now, read when the attempt really starts (the previous attempt on
+    /// the file may have changed it after this one was ordered); the room it claims on the file
+    /// system of the reading, as `claimSpace` records it; and, when the attempt goes on to fetch
+    /// front to back, its first request, noted as `began` notes one. Nil when the download or the
     /// session is gone.
-    let basis: @Sendable () async -> SessionStateMachine.ResumeBasis?
+    let prepare: @Sendable (Preparation) async -> Prepared?
     /// Called before each request of the attempt that decides what its bytes are (not for the
     /// part requests of a split), with what it asks for: the history's `started` entries.
     let began: @Sendable (SessionStateMachine.AttemptStart) async -> Void
@@ -153,11 +157,13 @@ struct Transfer: Sendable {
             return Result(outcome: outcome(of: error), bytesOnDisk: 0)
         }
         progress.bytesOnDisk.store(startLength, ordering: .relaxed)
-        guard !Task.isCancelled, let basis = await basis() else { return Result(outcome: .stopped, bytesOnDisk: startLength) }
+        guard !Task.isCancelled,
+              let prepared = await prepare(Preparation(startLength: startLength, reading: DiskWatch.reading(near: order.partPath, floor: floor)))
+        else { return Result(outcome: .stopped, bytesOnDisk: startLength) }
+        let basis = prepared.basis
         // No request while the disk is under its floor, or when the known rest cannot fit: the
         // download waits for room with its bytes, instead of failing half-way.
-        let have = basis.segments.isEmpty ? startLength : Segments.bytesOnDisk(basis.segments)
-        if let short = await spaceShortage(needs: basis.knownTotal.map { $0 - have } ?? 0, sizeKnown: basis.knownTotal != nil) {
+        if let short = prepared.shortage {
             return Result(outcome: short, bytesOnDisk: startLength, segments: basis.segments.isEmpty ? nil : basis.segments)
         }
         var attempt = Attempt(path: order.partPath, validators: basis.validators, knownTotal: basis.knownTotal)
@@ -167,8 +173,8 @@ struct Transfer: Sendable {
         let outcome: Outcome
         do {
             if basis.segments.isEmpty {
-                let plan = ResumeRules.plan(partLength: startLength, knownTotal: basis.knownTotal, validators: basis.validators)
-                outcome = try await fetch(&attempt, plan: plan, allowSplit: true)
+                let plan = prepared.firstRequest ?? ResumeRules.plan(partLength: startLength, knownTotal: basis.knownTotal, validators: basis.validators)
+                outcome = try await fetch(&attempt, plan: plan, allowSplit: true, noted: prepared.firstRequest != nil)
             } else {
                 outcome = try await resumeParts(&attempt, basis)
             }
@@ -220,10 +226,39 @@ struct Transfer: Sendable {
     /// `needs` more bytes (the rest of a file of known size) would not fit above it; nil when
     /// they fit, nothing more is needed, or the free space cannot be told.
     func spaceShortage(needs: Int64, sizeKnown: Bool) async -> Outcome? {
-        guard !sizeKnown || needs > 0, var reading = DiskWatch.reading(near: order.partPath, floor: floor) else { return nil }
+        guard Self.claims(needs: needs, sizeKnown: sizeKnown), var reading = DiskWatch.reading(near: order.partPath, floor: floor) else { return nil }
         reading.promised = await claimSpace(sizeKnown ? needs : nil, reading)
+        return Self.shortage(reading, needs: needs, sizeKnown: sizeKnown)
+    }
+
+    /// Whether an attempt that will write `needs` more bytes (`sizeKnown`) claims room and looks at
+    /// the free space: not when the known rest is nothing.
+    static func claims(needs: Int64, sizeKnown: Bool) -> Bool {
+        !sizeKnown || needs > 0
+    }
+
+    /// How the attempt waits for room, by `reading` (with what the others promised): nil when the
+    /// known rest fits and the floor is free.
+    static func shortage(_ reading: DiskReading, needs: Int64, sizeKnown: Bool) -> Outcome? {
         if sizeKnown, !reading.fits(needs) { return .noSpace(.cannotFit(needs: needs), reading: reading) }
         return reading.fits(0) ? nil : .noSpace(.belowFloor, reading: reading)
+    }
+
+    /// What an attempt gives the session at its start (`prepare`): its part file's length and the
+    /// reading of the file system there (nil when it cannot be read: no room is claimed).
+    struct Preparation: Sendable {
+        var startLength: Int64
+        var reading: DiskReading?
+    }
+
+    /// The session's answer to `prepare`.
+    struct Prepared: Sendable {
+        var basis: SessionStateMachine.ResumeBasis
+        /// Why the attempt waits for room instead of sending a request; nil: it goes on.
+        var shortage: Outcome?
+        /// The first request of a front-to-back fetch, noted in the session; nil when the attempt
+        /// waits for room or resumes parts.
+        var firstRequest: RequestPlan?
     }
 
     /// How a failure of the part file ends the attempt: no room waits for it, a file that cannot
@@ -242,13 +277,16 @@ struct Transfer: Sendable {
 
     // MARK: Front to back
 
-    private func fetch(_ attempt: inout Attempt, plan: RequestPlan, allowSplit: Bool) async throws -> Outcome {
+    /// `noted`: the session noted the first request already (`prepare`).
+    private func fetch(_ attempt: inout Attempt, plan: RequestPlan, allowSplit: Bool, noted: Bool = false) async throws -> Outcome {
         let validators = attempt.validators
         let knownTotal = attempt.knownTotal
         var plan = plan
         var refetched = false
+        var noted = noted
         while true {
-            await began(.request(plan))
+            if !noted { await began(.request(plan)) }
+            noted = false
             let (stream, head, finalURL) = try await open(range: plan.range, ifRange: plan.ifRange)
             let facts = self.facts(of: head, at: finalURL)
             let (offset, total, disposition): (Int64, Int64?, Disposition)

@@ -127,4 +127,18 @@ import TestSupport
             #expect(try FileManager.default.contentsOfDirectory(atPath: h.directory).isEmpty, "no part file to delete")
         }
     }
+
+    /// An attempt that starts with the disk under its floor waits before its request, and notes
+    /// none: the history says `started` only for requests sent.
+    @Test func underTheFloorNoRequestIsSentOrNoted() async throws {
+        try await Harness.with({ $0.minFree = .bytes(Int64.max / 2) }) { h in
+            h.server.serve("/f.bin", size: 1000)
+            let id = try await h.session.schedule(h.server.url("/f.bin"), to: .file(h.path("f.bin")))
+            let waiting = try await h.wait(id, timeout: 10) { if case .waitingForSpace = $0.state { true } else { false } }
+            #expect(waiting.state.reason?.hasPrefix("waiting for disk space") == true, "\(waiting.state)")
+            #expect(h.server.requests("/f.bin").isEmpty)
+            let kinds = try await h.session.history(id).map(\.kind)
+            #expect(kinds == [.added, .waiting], "\(kinds)")
+        }
+    }
 }
