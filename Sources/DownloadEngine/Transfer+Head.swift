@@ -40,7 +40,7 @@ extension Transfer {
             } else {
                 #if os(Linux)
                 let timeouts = DirectStream.Timeouts(connect: clients.connectTimeout, head: headTimeout, stall: stallTimeout)
-                stream = DirectStream(url: Self.withoutCredentials(url), headers: try request(url, range: range, ifRange: ifRange).headers, progress: progress, throttle: throttle, timeouts: timeouts)
+                stream = DirectStream(url: Self.withoutCredentials(url), headers: requestHeaders(url, range: range, ifRange: ifRange), progress: progress, throttle: throttle, timeouts: timeouts)
                 #else
                 // Not reached: `direct` is false off Linux, where every request has a route.
                 throw Refused(reason: "cannot request \(url.redactingPassword)")

@@ -714,6 +714,18 @@ struct Transfer: Sendable {
     /// goes in `X-Haul-Target` for the bridge, which puts it in the request line; the `Host` header
     /// is the URL's own.
     func request(_ url: URL, range: ClosedRange<Int64>?, ifRange: String?, setsTarget: Bool = false) throws -> HTTPClient.Request {
+        var headers = requestHeaders(url, range: range, ifRange: ifRange)
+        let sent = Self.withoutCredentials(url)
+        guard setsTarget else { return try HTTPClient.Request(url: sent.absoluteString, method: .GET, headers: headers) }
+        guard let placeholder = RequestTarget.placeholder(for: sent) else { throw Refused(reason: "cannot request \(url.redactingPassword): its target cannot be sent as written") }
+        headers.add(name: RequestForwarder.targetHeader, value: RequestTarget.expected(sent))
+        if !headers.contains(name: "Host") { headers.add(name: "Host", value: RequestTarget.authority(sent)) }
+        return try HTTPClient.Request(url: placeholder.absoluteString, method: .GET, headers: headers)
+    }
+
+    /// The headers of a GET of `url` (a direct request writes them itself: no client's request,
+    /// which parses the URL again, is made for it).
+    func requestHeaders(_ url: URL, range: ClosedRange<Int64>?, ifRange: String?) -> HTTPHeaders {
         let sameOrigin = Redirects.sameOrigin(url, order.url)
         var headers = HTTPHeaders()
         headers.add(name: "User-Agent", value: userAgent)
@@ -741,12 +753,7 @@ struct Transfer: Sendable {
             headers.add(name: "Range", value: range.upperBound == .max ? "bytes=\(range.lowerBound)-" : "bytes=\(range.lowerBound)-\(range.upperBound)")
             if let ifRange { headers.add(name: "If-Range", value: ifRange) }
         }
-        let sent = Self.withoutCredentials(url)
-        guard setsTarget else { return try HTTPClient.Request(url: sent.absoluteString, method: .GET, headers: headers) }
-        guard let placeholder = RequestTarget.placeholder(for: sent) else { throw Refused(reason: "cannot request \(url.redactingPassword): its target cannot be sent as written") }
-        headers.add(name: RequestForwarder.targetHeader, value: RequestTarget.expected(sent))
-        if !headers.contains(name: "Host") { headers.add(name: "Host", value: RequestTarget.authority(sent)) }
-        return try HTTPClient.Request(url: placeholder.absoluteString, method: .GET, headers: headers)
+        return headers
     }
 
     /// `url` without its `user:pass@` (sent as a header, never in the request line).
