@@ -14,6 +14,32 @@ public enum FileNaming {
     /// two names that look the same; a leading `-` turns the name into an option for the next
     /// command that is given it, and a leading `.` hides the file (or makes it a shell's dotfile).
     public static func sanitize(_ proposed: String) -> String? {
+        isPlain(proposed) ? proposed : sanitizedInFull(proposed)
+    }
+
+    /// Whether `name` is one that `sanitize` keeps as it is, seen in one pass over its bytes: ASCII
+    /// letters, digits and `._-+~=,@%`, not first `.` or `-`, and not too long (most names a URL
+    /// gives; the whole way takes it apart into arrays and strings anew).
+    static func isPlain(_ name: String) -> Bool {
+        var count = 0
+        for byte in name.utf8 {
+            switch byte {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+                 UInt8(ascii: "_"), UInt8(ascii: "+"), UInt8(ascii: "~"), UInt8(ascii: "="), UInt8(ascii: ","), UInt8(ascii: "@"),
+                 UInt8(ascii: "%"):
+                break
+            case UInt8(ascii: "."), UInt8(ascii: "-"):
+                if count == 0 { return false }
+            default:
+                return false
+            }
+            count += 1
+        }
+        return count > 0 && count <= maxNameBytes
+    }
+
+    /// `sanitize` the whole way, for any name.
+    static func sanitizedInFull(_ proposed: String) -> String? {
         // Only the last path component counts: "../../etc/passwd" and "C:\x\y" name "passwd" and "y".
         let lastComponent = proposed.split(whereSeparator: { $0 == "/" || $0 == "\\" }).last.map(String.init) ?? ""
         var name = String(String.UnicodeScalarView(lastComponent.unicodeScalars.filter { !TerminalText.isControl($0) && !isInvisible($0) }))
@@ -27,9 +53,15 @@ public enum FileNaming {
     /// The name for a URL: its last path segment as written, percent-decoded (an escape that is not
     /// UTF-8 stays as written) and made safe, else `index.html`.
     public static func name(for url: URL) -> String {
-        let path = URLComponents(url: url, resolvingAgainstBaseURL: true)?.percentEncodedPath ?? url.path
-        let segment = path.split(separator: "/").last ?? ""
-        return sanitize(RequestTarget.decode(segment)) ?? "index.html"
+        // The URL's own path, as written (`URLComponents` would parse the URL anew: ten times the
+        // time, for the same text).
+        let path = url.path(percentEncoded: true)
+        let bytes = path.utf8
+        let slash = UInt8(ascii: "/")
+        // The last segment that is not empty.
+        guard let last = bytes.lastIndex(where: { $0 != slash }) else { return "index.html" }
+        let start = bytes[..<last].lastIndex(of: slash).map(bytes.index(after:)) ?? bytes.startIndex
+        return sanitize(RequestTarget.decode(path[start...last])) ?? "index.html"
     }
 
     /// `name` cut to at most `limit` UTF-8 bytes on a character boundary, keeping a short extension.

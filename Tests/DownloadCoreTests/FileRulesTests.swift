@@ -1,4 +1,4 @@
-import DownloadCore
+@testable import DownloadCore
 import Foundation
 import Testing
 
@@ -52,5 +52,41 @@ import Testing
         #expect(facts.failureText == "HTTP 401 Unauthorized: the server refused the credentials given for Basic (realm \"files\")")
         facts.authenticate = nil
         #expect(facts.failureText == "HTTP 401 Unauthorized: the server refused the credentials given for this URL")
+    }
+}
+
+/// The quick ways of naming agree with the whole ones.
+@Suite struct FileNamingShortcutTests {
+    /// Every name the one-pass check calls plain comes out of the whole way unchanged: all names
+    /// of up to three characters over letters, digits, the plain punctuation and the characters
+    /// next to it, and names at the length limit.
+    @Test func aPlainNameIsOneTheWholeWayKeeps() throws {
+        let alphabet = Array("aZ09._-+~=,@% /\\\u{7F}\u{1B}é\u{200B}:*!")
+        var names = alphabet.map { String($0) }
+        for a in alphabet { for b in alphabet { names.append(String([a, b])) } }
+        for a in alphabet { for b in alphabet { for c in alphabet { names.append(String([a, b, c])) } } }
+        names += [String(repeating: "a", count: FileNaming.maxNameBytes), String(repeating: "a", count: FileNaming.maxNameBytes + 1) + ".bin"]
+        var plain = 0
+        for name in names where FileNaming.isPlain(name) {
+            plain += 1
+            #expect(FileNaming.sanitizedInFull(name) == name, "\(name)")
+        }
+        #expect(plain > 1000, "the check calls some names plain")
+        #expect(!FileNaming.isPlain(String(repeating: "a", count: FileNaming.maxNameBytes + 1)))
+        for name in names { #expect(FileNaming.sanitize(name) == FileNaming.sanitizedInFull(name), "\(name)") }
+    }
+
+    /// A URL's name comes from its last segment that is not empty, as written, as splitting the
+    /// path `URLComponents` reads would give it.
+    @Test(arguments: [
+        "http://h/a/b.bin", "http://h/caf%E9%20z.bin", "http://h/a/b.bin?x=1#f", "http://h/", "http://h", "http://h/a;p=1/b;q",
+        "http://u:p@h:80/%2F..%2Fetc", "http://h/a//", "http://h//", "http://[::1]:8/x%20y", "https://h/%E5%90%8D", "http://h/a%2Fb",
+        "http://h/.%2e/x", "http://h/a%20b", "http://h/~u/%7e", "http://h/dir/.bashrc", "http://h/-rf%E2%80%8B", "http://h/a/%2E%2E",
+    ])
+    func aURLsNameIsItsLastSegment(_ text: String) throws {
+        let url = try #require(URL(string: text))
+        let path = URLComponents(url: url, resolvingAgainstBaseURL: true)?.percentEncodedPath ?? url.path
+        let segment = path.split(separator: "/").last ?? ""
+        #expect(FileNaming.name(for: url) == FileNaming.sanitize(RequestTarget.decode(segment)) ?? "index.html")
     }
 }
