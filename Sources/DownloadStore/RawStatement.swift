@@ -42,23 +42,6 @@ struct RawStatement: ColumnSink {
         check(code)
     }
 
-    mutating func bind(_ value: DatabaseValue) {
-        switch value.storage {
-        case .null: bind(nil as Int64?)
-        case .int64(let number): bind(number)
-        case .double(let number):
-            index += 1
-            check(sqlite3_bind_double(raw, index, number))
-        case .string(let text): bind(text)
-        case .blob(let data):
-            index += 1
-            let code = data.withUnsafeBytes { bytes in
-                sqlite3_bind_blob(raw, index, bytes.baseAddress ?? UnsafeRawPointer(bitPattern: 1), Int32(bytes.count), Self.transient)
-            }
-            check(code)
-        }
-    }
-
     mutating func bind(_ value: Int64?) {
         index += 1
         guard let value else { return check(sqlite3_bind_null(raw, index)) }
@@ -112,7 +95,7 @@ struct RawStatement: ColumnSink {
         refused = nil
     }
 
-    /// Too few values is an error, not NULLs in the last parameters.
+    /// A value SQLite refused, or too few values (not NULLs in the last parameters), is an error.
     private func checkAllBound() throws {
         if let refused { throw refused }
         guard Int(sqlite3_bind_parameter_count(raw)) == Int(index) else {
