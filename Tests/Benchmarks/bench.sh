@@ -14,7 +14,15 @@
 #              curl -Z --parallel-max 16 -K), and a floor row: the least haul
 #              promises, in C (Tests/Benchmarks/durable-floor.c, built with cc:
 #              16 threads on kept connections, each file written to NAME.part,
-#              fsync'd and renamed), n/a without a C compiler
+#              fsync'd and renamed), n/a without a C compiler. As root, b
+#              writes on a file system of its own, made for the run: a 2 GiB
+#              image file formatted with mkfs.ext4's defaults (journaled, as
+#              Debian installs it), loop-mounted; else (B_DISK=work) in the
+#              temp dir. Why: thousands of files written, fsync'd and deleted
+#              a minute left this machine's disk (ext4 without a journal,
+#              mounted with discard) slower for whichever tool came next, more
+#              with each round (curl 0.15 s in a warm-up, 1.02 s five rounds
+#              later), which measured the disk's state, not the tools
 #   c          one 256 MiB file from /limited/ (nginx limit_rate 2m per
 #              connection) over 8 connections (haul --connections 8,
 #              aria2c -x8 -s8, axel -n8)
@@ -29,7 +37,8 @@
 # once, in table order, so the tools share the machine's noise. The table
 # quotes medians of the counted runs that succeeded; failures show as FAILED.
 #
-# Run (from the repo root; needs root only to apt-get install missing tools):
+# Run (from the repo root; needs root to apt-get install missing tools and to
+# mount b's file system):
 #   Tests/Benchmarks/bench.sh [--runs N] [--scenarios a,b,c,d,e]
 #   (default: 5 runs, all scenarios; a = a-cache + a-durable, which can also be
 #   named alone). Full default run: about 20 minutes on 2 cores (+ the build).
@@ -37,6 +46,8 @@
 #   HAUL=path     use this haul binary instead of `swift build -c release`
 #   REPO=path     repo root (default: two levels above this script)
 #   TIMEOUT=300   seconds allowed to each run (a timed-out run is FAILED)
+#   B_DISK=image  where b writes: image (its own ext4, as root) or work (the
+#                 temp dir's file system)
 #   DURATION, IDLE  passed through to tui.sh (scenario d)
 
 set -euo pipefail
@@ -106,6 +117,8 @@ HAS_INPUT=0; [[ $HAUL_HELP == *--input-file* ]] && HAS_INPUT=1
 # ------------------------------------------------------- temp dir, nginx ----
 
 WORK=$(mktemp -d /tmp/haul-bench.XXXXXX)
+B_ROOT=''   # the mount point of b's own file system, once mounted
+B_WHERE=''  # what the report says of where b wrote
 CHILD=''   # pid of the GNU time (or tui.sh timeout) running now
 NGINX_PID=''
 
@@ -129,6 +142,7 @@ cleanup() {
     local rc=$?
     trap - EXIT INT TERM HUP
     stop_child; stop_nginx
+    if [[ -n $B_ROOT ]]; then umount "$B_ROOT" 2>/dev/null || umount -l "$B_ROOT" 2>/dev/null || true; fi
     rm -rf "$WORK"
     exit "$rc"
 }
@@ -206,6 +220,19 @@ if wants b; then
     for (( i = 0; i < B_FILES; i++ )); do printf '%s/small/f%04d.bin\n' "$BASE" "$i"; done >"$WORK/b-urls.txt"
     sed 's/.*/url = "&"/' "$WORK/b-urls.txt" >"$WORK/b-curl.cfg"
     mapfile -t B_URLS <"$WORK/b-urls.txt"
+    # b's own file system (see the top of this file): made and mounted once, for every b run.
+    B_WHERE="the temp dir's file system ($(df --output=fstype "$WORK" | tail -n1))"
+    if [[ ${B_DISK:-image} == image ]]; then
+        why=''
+        if [[ $(id -u) != 0 ]]; then why='not root'
+        elif ! command -v mkfs.ext4 >/dev/null; then why='no mkfs.ext4'
+        elif ! { truncate -s 2G "$WORK/b.img" && mkfs.ext4 -q -F "$WORK/b.img" >&2 && mkdir "$WORK/b-fs"; }; then why='mkfs.ext4 failed'
+        elif mount -o loop "$WORK/b.img" "$WORK/b-fs" >&2; then
+            B_ROOT=$WORK/b-fs; mkdir "$B_ROOT/out"; chmod 755 "$B_ROOT"
+            B_WHERE="its own ext4 (a 2 GiB image, mkfs.ext4's defaults: journaled), loop-mounted"
+        else why='mount failed'; fi
+        [[ -z $why ]] || say "bench.sh: b writes in the temp dir's file system ($why; B_DISK=work says so quietly)"
+    fi
     if command -v cc >/dev/null; then
         cc -O2 -pthread -o "$WORK/durable-floor" "$script_dir/durable-floor.c" >&2 || say "bench.sh: durable-floor.c did not build: its row is n/a"
     fi
@@ -295,6 +322,7 @@ verify() {
 run_one() {
     local scen=$1 tool=$2 round=$3 rd rc=0 why='' line wall=0 usr=0 sys=0 rss=0 res
     rd=$WORK/out/$scen-$tool-$round
+    [[ $scen == b && -n $B_ROOT ]] && rd=$B_ROOT/out/$scen-$tool-$round
     mkdir "$rd" "$rd/dl"   # fails if it exists: every run gets a new empty dir
     build_cmd "$scen" "$tool" "$rd"
     sync
@@ -383,6 +411,7 @@ echo "- aria2c: $(aria2c --version | head -n1)"
 echo "- axel: $(axel --version 2>&1 | head -n1)"
 download_report() {  # the spread, the table and its notes (scenarios a-c)
 echo "- nginx: $("$NGINX" -v 2>&1 | head -n1 | sed 's/.*: //') on 127.0.0.1, sendfile on, 1 worker; /limited/ at limit_rate 2m"
+[[ -n $B_WHERE ]] && echo "- b wrote on $B_WHERE"
 echo
 echo "Spread (min-max wall s of the counted runs):"
 for s in "${SCEN[@]}"; do
