@@ -57,8 +57,8 @@ final class DirectStream: ResponseBody {
     /// 0.33–0.42 s in most runs and 0.69–2.28 s in 5 of 16 (in turns; all five runs of one
     /// benchmark), three quarters of it in copying the pipe's pages into the page cache; 512 KiB
     /// had such runs too (3 of 9), 256 KiB none (16 runs, 0.41–0.53 s). `dd` shows the same edge
-    /// on this machine: 1 GiB written 1 MiB at a time took 0.8–1.4 s of system time, 512 KiB or
-    /// less 0.16–0.25 s.
+    /// on this machine, whatever the order of the sizes: 1 GiB written 1 MiB at a time took
+    /// 0.70–1.43 s of system time, 512 KiB or less 0.15–0.49 s.
     static let spliceSize = 256 << 10
     /// Bytes read at once into memory (held bytes, chunked bodies).
     static let readSize = 256 << 10
