@@ -803,7 +803,7 @@ public actor DownloadSession {
         ledger.attemptEnded(id, bytes: bytesOnDisk, synced: synced, cancelled: gone)
         configuration.logger.info("attempt ended", metadata: ["id": "\(id)", "attempt": "\(attempt)", "outcome": "\(Self.logWords(outcome))"])
         let actions = machine.transferFinished(
-            id, attempt: attempt, outcome: outcome, bytesOnDisk: bytesOnDisk, now: Date(), jitter: outcome == .completed ? 0 : Double.random(in: 0..<1)
+            id, attempt: attempt, outcome: outcome, bytesOnDisk: bytesOnDisk, now: Date(), jitter: Double.random(in: 0..<1)
         )
         await perform(actions, soon: true)
         if case .noSpace = outcome {
