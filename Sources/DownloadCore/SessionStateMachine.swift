@@ -163,8 +163,9 @@ public struct SessionStateMachine: Sendable {
     /// process gives the server new tries.
     private var protocolErrors: [DownloadID: Int] = [:]
     private var speedMeters: [DownloadID: SpeedMeter] = [:]
-    /// Completed downloads whose files are being placed: they hold their slot until placed, so
-    /// what shows as transferring never exceeds `maxActive`.
+    /// Completed downloads whose files are being placed. They hold no slot: their transfer is over
+    /// and its bytes are synced, so the next download starts while the row is committed and the
+    /// file is moved (or copied, across file systems); the row shows `completed` once placed.
     public private(set) var placing: Set<DownloadID> = []
     /// Restored downloads this process does not run unless asked (`haul get` for other URLs): they
     /// stay queued for the process that runs the whole queue.
@@ -519,7 +520,7 @@ public struct SessionStateMachine: Sendable {
         guard configuration.startsTransfers else { return ([], nil) }
         var actions: [Action] = []
         var displaced: DownloadID?
-        if running.count + placing.count >= configuration.maxActive,
+        if running.count >= configuration.maxActive,
            let lowest = order.last(where: { running[$0] != nil && !startedByPerson.contains($0) }),
            let attempt = running.removeValue(forKey: lowest), var stopped = downloads[lowest] {
             actions.append(.stopTransfer(lowest, attempt))
@@ -531,7 +532,7 @@ public struct SessionStateMachine: Sendable {
             note(lowest, .paused, "back to queued with its bytes, to make room for download \(id) (resumed by a person)")
             displaced = lowest
         }
-        if running.count + placing.count < configuration.maxActive {
+        if running.count < configuration.maxActive {
             firstInLine.removeAll { $0 == id }
             if let start = start(id) {
                 startedByPerson.insert(id)
@@ -1278,10 +1279,10 @@ public struct SessionStateMachine: Sendable {
     /// Starts downloads while slots are free: those a person resumed first, then queued downloads
     /// and due retries in queue order.
     private mutating func startEligible() -> [Action] {
-        guard configuration.startsTransfers, running.count + placing.count < configuration.maxActive,
+        guard configuration.startsTransfers, running.count < configuration.maxActive,
               downloads.hasQueued || !dueRetries.isEmpty else { return [] }
         var actions: [Action] = []
-        while let id = firstInLine.first, running.count + placing.count < configuration.maxActive {
+        while let id = firstInLine.first, running.count < configuration.maxActive {
             firstInLine.removeFirst()
             guard downloads.isQueued(id), !held.contains(id), let start = start(id) else { continue }
             startedByPerson.insert(id)
@@ -1290,7 +1291,7 @@ public struct SessionStateMachine: Sendable {
         var index = walkMarks == currentWalkMarks ? min(walkFrom, order.count) : 0
         // The first download the walk leaves queued or due a retry: the next walk starts there.
         var firstLeft: Int?
-        while index < order.count, running.count + placing.count < configuration.maxActive {
+        while index < order.count, running.count < configuration.maxActive {
             let id = order[index]
             defer {
                 if firstLeft == nil, downloads.isQueued(id) || dueRetries.contains(id) { firstLeft = index }

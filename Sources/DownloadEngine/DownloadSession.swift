@@ -1209,6 +1209,10 @@ public actor DownloadSession {
     /// The machine's picture, with downloads being placed, and paused or requeued downloads whose
     /// transfer has not stopped yet, shown as they were last published.
     ///
+    /// A download being placed is not `completed` to anybody until its file has its name (a script
+    /// waiting for `completed` opens it): it shows as it was last published, with every byte it
+    /// synced and no speed, since its transfer is over (it holds no slot).
+    ///
     /// A pause (or a requeue when fewer may run at once) is decided before the transfer stops
     /// writing: until it has, the byte count is the ticker's last sample, and `paused at X` would
     /// claim a stale figure. The row shows `paused` or `queued` with the bytes the stopped transfer
@@ -1222,8 +1226,19 @@ public actor DownloadSession {
         }
         guard !placing.isEmpty || !stopping.isEmpty else { return snapshot }
         var shown = snapshot
-        for id in placing.union(stopping) {
+        for id in stopping {
             if let before = published[id] { shown.replace(before) }
+        }
+        for id in placing {
+            guard var before = published[id], let now = snapshot[id] else { continue }
+            if before.state == .downloading {
+                before.bytesOnDisk = now.bytesOnDisk
+                before.totalBytes = now.totalBytes
+                before.bytesPerSecond = 0
+                before.connections = 0
+                before.connecting = false
+            }
+            shown.replace(before)
         }
         return shown
     }

@@ -262,9 +262,9 @@ import Testing
         #expect(first.changes.saved.first { $0.id == d }?.state == .queued)
         _ = l.commitEnded(first, failure: nil, now: start)
         let (a, attemptA) = runs[0]
-        _ = m.transferFinished(a, attempt: attemptA, outcome: .completed, bytesOnDisk: 10, now: Date(), jitter: 0)
-        // Placed: the slot is free.
-        let freed = m.finalized(a, paths: ["/d/a"], stamps: [])
+        // Its transfer is over: the slot is free while its file is placed.
+        let freed = m.transferFinished(a, attempt: attemptA, outcome: .completed, bytesOnDisk: 10, now: Date(), jitter: 0)
+        #expect(m.finalized(a, paths: ["/d/a"], stamps: []).isEmpty)
         let attempt = try #require(freed.compactMap { action -> AttemptID? in
             if case .startTransfer(let order) = action, order.id == d { return order.attempt }
             return nil

@@ -64,9 +64,9 @@ import Testing
         try m.setLimit(100 * 1024, for: b)
         #expect(m.download(b)?.limit == Int64(100 * 1024))
         let attempt = try #require(order(started, of: a)?.attempt)
-        _ = m.transferFinished(a, attempt: attempt, outcome: .completed, bytesOnDisk: 9, now: now, jitter: 0)
-        let next = m.finalized(a, paths: ["/d/a"])
+        let next = m.transferFinished(a, attempt: attempt, outcome: .completed, bytesOnDisk: 9, now: now, jitter: 0)
         #expect(order(next, of: b)?.limit == Int64(100 * 1024))
+        _ = m.finalized(a, paths: ["/d/a"])
         try m.setLimit(0, for: b)
         #expect(m.download(b)?.limit == nil)
         #expect(throws: Machine.TransitionError.illegal(a, state: "completed", intent: "limit")) { try m.setLimit(2048, for: a) }

@@ -477,16 +477,23 @@ import Testing
         #expect(m.download(second)?.bytesOnDisk == 900)
     }
 
-    @Test func aDownloadBeingPlacedHoldsItsSlot() throws {
+    @Test func aDownloadBeingPlacedFreesItsSlot() throws {
         var m = machine(maxActive: 1)
         let (first, attempt) = try started(&m)
         let (second, _) = try m.schedule(url: try #require(URL(string: "http://example.test/2")), destination: .file("/d/2"))
         #expect(m.download(second)?.state == .queued)
-        #expect(m.transferFinished(first, attempt: attempt, outcome: .completed, bytesOnDisk: 9, now: now, jitter: 0) == [.finalize(first)])
-        #expect(m.download(second)?.state == .queued, "not before the file is placed")
-        let actions = m.finalized(first, paths: ["/d/file.bin"])
-        #expect(actions.count == 1)
+        // The transfer is over and its bytes are synced: the next download starts while the
+        // finished one's row is committed and its file placed.
+        let actions = m.transferFinished(first, attempt: attempt, outcome: .completed, bytesOnDisk: 9, now: now, jitter: 0)
+        #expect(actions.first == .finalize(first))
+        guard actions.count == 2, case .startTransfer(let order) = actions[1] else { Issue.record("\(actions)"); return }
+        #expect(order.id == second)
         #expect(m.download(second)?.state == .downloading)
+        #expect(m.placing == [first])
+        #expect(!m.isQuiet, "a file being placed: its events are still on their way")
+        #expect(m.finalized(first, paths: ["/d/file.bin"]).isEmpty, "nothing more to start")
+        #expect(m.placing.isEmpty)
+        #expect(m.download(first)?.completedPath == "/d/file.bin")
     }
 
     @Test func aFailedPlacementFailsTheDownload() throws {
