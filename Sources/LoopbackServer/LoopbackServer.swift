@@ -217,21 +217,7 @@ public final class LoopbackServer: Sendable {
     /// while its limit makes it wait): the fit over many samples smooths the steps that a
     /// difference of two readings would take for the rate.
     public func deliveryRate(_ path: String? = nil, over duration: Duration) async throws -> Double {
-        let started = ContinuousClock.now
-        var samples: [(time: Double, bytes: Double)] = []
-        while true {
-            let elapsed = started.duration(to: .now)
-            let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
-            samples.append((seconds, Double(bytesDelivered(path))))
-            guard elapsed < duration else { break }
-            try await Task.sleep(for: .milliseconds(50))
-        }
-        let count = Double(samples.count)
-        let meanTime = samples.reduce(0) { $0 + $1.time } / count
-        let meanBytes = samples.reduce(0) { $0 + $1.bytes } / count
-        let covariance = samples.reduce(0) { $0 + ($1.time - meanTime) * ($1.bytes - meanBytes) }
-        let variance = samples.reduce(0) { $0 + ($1.time - meanTime) * ($1.time - meanTime) }
-        return variance > 0 ? covariance / variance : 0
+        try await sampledRate(over: duration) { bytesDelivered(path) }
     }
 
     private static func pair(_ local: Int, _ remote: Int) -> Int {
@@ -646,4 +632,24 @@ public final class LoopbackServer: Sendable {
         formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss 'GMT'"
         return formatter.string(from: date)
     }
+}
+
+/// How fast `count` grows, in units a second: the least-squares slope of its readings taken every
+/// 50 ms over `duration` (see `LoopbackServer.deliveryRate`).
+public func sampledRate(over duration: Duration, _ count: () -> Int) async throws -> Double {
+    let started = ContinuousClock.now
+    var samples: [(time: Double, bytes: Double)] = []
+    while true {
+        let elapsed = started.duration(to: .now)
+        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        samples.append((seconds, Double(count())))
+        guard elapsed < duration else { break }
+        try await Task.sleep(for: .milliseconds(50))
+    }
+    let count = Double(samples.count)
+    let meanTime = samples.reduce(0) { $0 + $1.time } / count
+    let meanBytes = samples.reduce(0) { $0 + $1.bytes } / count
+    let covariance = samples.reduce(0) { $0 + ($1.time - meanTime) * ($1.bytes - meanBytes) }
+    let variance = samples.reduce(0) { $0 + ($1.time - meanTime) * ($1.time - meanTime) }
+    return variance > 0 ? covariance / variance : 0
 }

@@ -25,26 +25,8 @@ public func unmount(_ path: String) -> Bool {
 @_silgen_name("umount2")
 private func detachMount(_ target: UnsafePointer<CChar>, _ flags: Int32) -> Int32
 
-/// How fast the files of `directory` whose names end in `suffix` grow together, in bytes a second:
-/// the least-squares slope of their summed lengths, sampled every 50 ms over `duration`.
-///
-/// What a client's speed is measured by on its own side (the bytes its part files hold), where a
-/// server's count of what it wrote also counts what the kernel buffers between the two.
-public func growthRate(ofFilesIn directory: String, endingIn suffix: String, over duration: Duration) async throws -> Double {
-    let started = ContinuousClock.now
-    var samples: [(time: Double, bytes: Double)] = []
-    while true {
-        let elapsed = started.duration(to: .now)
-        let names = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
-        let bytes = names.filter { $0.hasSuffix(suffix) }.reduce(Int64(0)) { $0 + (fileLength(directory + "/" + $1) ?? 0) }
-        samples.append((Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18, Double(bytes)))
-        guard elapsed < duration else { break }
-        try await Task.sleep(for: .milliseconds(50))
-    }
-    let count = Double(samples.count)
-    let meanTime = samples.reduce(0) { $0 + $1.time } / count
-    let meanBytes = samples.reduce(0) { $0 + $1.bytes } / count
-    let covariance = samples.reduce(0) { $0 + ($1.time - meanTime) * ($1.bytes - meanBytes) }
-    let variance = samples.reduce(0) { $0 + ($1.time - meanTime) * ($1.time - meanTime) }
-    return variance > 0 ? covariance / variance : 0
+/// The summed lengths of the files of `directory` whose names end in `suffix`.
+public func totalLength(ofFilesIn directory: String, endingIn suffix: String) -> Int {
+    let names = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
+    return names.filter { $0.hasSuffix(suffix) }.reduce(0) { $0 + Int(fileLength(directory + "/" + $1) ?? 0) }
 }

@@ -155,7 +155,7 @@ import TestSupport
             // of its writes, less the kernel's queues it can see, measured 1.2-1.4 times that on
             // this machine while haul's files grew at 1.0 times it).
             try await Task.sleep(for: .seconds(2))
-            let limited = try await growthRate(ofFilesIn: directory, endingIn: ".part", over: .seconds(3))
+            let limited = try await sampledRate(over: .seconds(3)) { totalLength(ofFilesIn: directory, endingIn: ".part") }
             #expect(limited > 200 * 1024 * 0.6 && limited < 200 * 1024 * 1.4, "with the limit: \(limited) B/s")
 
             // Quit and start again without --limit-rate: the queue remembered it.
@@ -165,7 +165,7 @@ import TestSupport
             defer { again.close() }
             try await again.waitFor("the limit after a restart") { rows in rows[0].contains("2 downloading") && rows[0].contains("limit 200 KiB/s") }
             try await Task.sleep(for: .seconds(2))
-            let restarted = try await growthRate(ofFilesIn: directory, endingIn: ".part", over: .seconds(3))
+            let restarted = try await sampledRate(over: .seconds(3)) { totalLength(ofFilesIn: directory, endingIn: ".part") }
             #expect(restarted > 200 * 1024 * 0.6 && restarted < 200 * 1024 * 1.4, "after the restart: \(restarted) B/s")
             await again.keys("q")
             try await again.waitFor("haul quit") { rows in rows.contains { $0.contains("[exited 0]") } }
