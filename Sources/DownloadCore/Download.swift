@@ -46,7 +46,9 @@ public struct Download: Sendable, Hashable, Identifiable, Codable, CustomReflect
         _modify { yield &fields.completedPaths }
     }
     /// What each file of `completedPaths` looked like when it was placed (same order; empty for a
-    /// download completed before stamps were kept).
+    /// download completed before stamps were kept). Between its transfer's end and its placement,
+    /// while `completedPaths` is empty, the one stamp of its finished part file, which its placed
+    /// file keeps (see `QueueRecovery`).
     @inlinable public var completedStamps: [FileStamp] {
         get { box.fields.completedStamps }
         _modify { yield &fields.completedStamps }

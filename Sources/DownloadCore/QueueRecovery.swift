@@ -17,6 +17,20 @@ public enum QueueRecovery {
         public var needsFinalize: Bool
         /// A line for the log about what was found, when anything was off.
         public var note: String?
+        /// The file the previous process placed and died before naming in a commit: the owner
+        /// records it as placed (`SessionStateMachine.finalized`), which runs what follows a
+        /// placement (the `complete` hook).
+        public var placed: Placed?
+
+        public struct Placed: Sendable, Hashable {
+            public var path: String
+            public var stamp: FileStamp
+
+            public init(path: String, stamp: FileStamp) {
+                self.path = path
+                self.stamp = stamp
+            }
+        }
     }
 
     /// Reconciles a persisted download with its part file.
@@ -28,9 +42,13 @@ public enum QueueRecovery {
     ///   - checkpointSynced: false when the checkpoint was stored without an fsync (`--no-fsync`).
     ///   - currentBoot: this boot's id (nil when unknown: then no reboot is assumed).
     ///   - destinationFileLength: the length of the file at a `.file` destination, nil when none.
+    ///   - placedCandidates: for a completed download with neither a completed path nor a part
+    ///     file, and a directory for its destination, the files there under the names its
+    ///     placement tries in turn (`name`, `name.1`, …) up to the first free one, with their stamps
+    ///     (`placementCandidates`).
     public static func plan(
         _ download: Download, partLength: Int64?, checkpointBoot: String?, checkpointSynced: Bool = true,
-        currentBoot: String?, destinationFileLength: Int64? = nil
+        currentBoot: String?, destinationFileLength: Int64? = nil, placedCandidates: [(path: String, stamp: FileStamp)] = []
     ) -> Plan {
         var download = download
         download.bytesPerSecond = 0
@@ -54,6 +72,16 @@ public enum QueueRecovery {
                download.totalBytes == nil || length == download.totalBytes {
                 download.completedPaths = [path]
                 return Plan(download: download, truncateTo: nil, needsFinalize: false, note: nil)
+            }
+            // Moved into a directory, and the process died before the commit that named the
+            // file: the placed file is the one with the part file's stamp (a rename keeps its size
+            // and modification time to the nanosecond), never one that merely has its name.
+            if let partStamp = placementStamp(download),
+               let placed = placedCandidates.first(where: { $0.stamp == partStamp }) {
+                return Plan(
+                    download: download, truncateTo: nil, needsFinalize: false,
+                    note: "found the file the previous process placed at \(placed.path)", placed: Plan.Placed(path: placed.path, stamp: placed.stamp)
+                )
             }
             download.state = .queued
             return startOver(download, reason: "completed file was not placed before the previous process ended")
@@ -89,6 +117,16 @@ public enum QueueRecovery {
         }
         download.bytesOnDisk = partLength
         return Plan(download: download, truncateTo: nil, needsFinalize: false, note: nil)
+    }
+
+    /// Whether recovery should look for the placed file of `download` in its directory: it is
+    /// completed, holds its finished part file's stamp and no completed path, and its one file was
+    /// to be moved under a free name (no other requester, nothing it replaces).
+    public static func placementStamp(_ download: Download) -> FileStamp? {
+        guard download.state == .completed, download.completedPaths.isEmpty, download.completedStamps.count == 1,
+              download.extraDestinations.isEmpty, download.replacing.isEmpty, case .directory = download.destination
+        else { return nil }
+        return download.completedStamps[0]
     }
 
     /// A segmented part file has holes, so its length proves nothing: the parts stored (fsync'd before

@@ -1006,8 +1006,13 @@ public struct SessionStateMachine: Sendable {
     }
 
     /// An attempt ended. `now` and `jitter` (0..<1) time the next retry of a retryable failure.
+    ///
+    /// `partStamp`: the finished part file's stamp (`completed`), kept as the one completed stamp
+    /// while the file has no completed path, and committed so: after a crash between the file's
+    /// move and the commit that names it, recovery knows the placed file by it (`QueueRecovery`).
     public mutating func transferFinished(
-        _ id: DownloadID, attempt: AttemptID, outcome: Outcome, bytesOnDisk: Int64, now: Date, jitter: Double
+        _ id: DownloadID, attempt: AttemptID, outcome: Outcome, bytesOnDisk: Int64, now: Date, jitter: Double,
+        partStamp: FileStamp? = nil
     ) -> [Action] {
         guard var download = downloads[id] else { return [] }
         guard running[id] == attempt else {
@@ -1033,6 +1038,7 @@ public struct SessionStateMachine: Sendable {
         case .completed:
             download.state = .completed
             download.totalBytes = bytesOnDisk
+            download.completedStamps = partStamp.map { [$0] } ?? []
             download.segments = []
             download.writtenSegments = []
             download.failedAttempts = 0

@@ -493,10 +493,15 @@ public actor DownloadSession {
                 let partLength = FileSync.length(download.partPath)
                 var destinationLength: Int64?
                 if case .file(let path) = download.destination { destinationLength = FileSync.length(path) }
+                // Placed, and the process died before the commit that named the file.
+                var candidates: [(path: String, stamp: FileStamp)] = []
+                if partLength == nil, QueueRecovery.placementStamp(download) != nil, case .directory(let directory) = download.destination {
+                    candidates = FilePlacement.candidates(in: directory, name: Self.fileName(download))
+                }
                 let plan = QueueRecovery.plan(
                     download, partLength: partLength, checkpointBoot: stored.checkpointBoots[download.id],
                     checkpointSynced: !stored.unsyncedCheckpoints.contains(download.id),
-                    currentBoot: boot, destinationFileLength: destinationLength
+                    currentBoot: boot, destinationFileLength: destinationLength, placedCandidates: candidates
                 )
                 if let length = plan.truncateTo { _ = FileSync.cut(download.partPath, to: length) }
                 // What the checkpoint will claim from now on must be on stable storage.
@@ -525,6 +530,11 @@ public actor DownloadSession {
         for (plan, _) in plans where plan.needsFinalize {
             machine.needsPlacing(plan.download.id)
             actions += await finalize(plan.download.id)
+        }
+        for (plan, _) in plans {
+            guard let placed = plan.placed else { continue }
+            machine.needsPlacing(plan.download.id)
+            actions += machine.finalized(plan.download.id, paths: [placed.path], stamps: [placed.stamp])
         }
         // Hooks a stopped haul left pending (committed, never reported): they run again. `haul
         // get` runs only those of the downloads it asks for (see `scheduleReporting`).
@@ -803,7 +813,8 @@ public actor DownloadSession {
         ledger.attemptEnded(id, bytes: bytesOnDisk, synced: synced, cancelled: gone)
         configuration.logger.info("attempt ended", metadata: ["id": "\(id)", "attempt": "\(attempt)", "outcome": "\(Self.logWords(outcome))"])
         let actions = machine.transferFinished(
-            id, attempt: attempt, outcome: outcome, bytesOnDisk: bytesOnDisk, now: Date(), jitter: Double.random(in: 0..<1)
+            id, attempt: attempt, outcome: outcome, bytesOnDisk: bytesOnDisk, now: Date(), jitter: Double.random(in: 0..<1),
+            partStamp: result.partStamp
         )
         await perform(actions, soon: true)
         if case .noSpace = outcome {
@@ -939,7 +950,7 @@ public actor DownloadSession {
     /// threads, never on the actor: intents and snapshots go on meanwhile.
     private func finalize(_ id: DownloadID) async -> [Action] {
         guard let download = machine.download(id) else { return [] }
-        let name = download.serverFileName ?? FileNaming.name(for: download.url)
+        let name = Self.fileName(download)
         let replacing = download.replacing
         let replacingStamps = download.replacingStamps.count == replacing.count ? download.replacingStamps : []
         let destinations = [download.destination] + download.extraDestinations
@@ -1245,6 +1256,11 @@ public actor DownloadSession {
 
     private func checkOpen() throws(TransitionError) {
         if isShutDown { throw .invalidArgument("the session is shut down") }
+    }
+
+    /// The name a download's file takes in a directory: the server's, else the URL's.
+    private static func fileName(_ download: Download) -> String {
+        download.serverFileName ?? FileNaming.name(for: download.url)
     }
 
     private static func timeAmount(_ duration: Duration) -> TimeAmount {

@@ -116,6 +116,19 @@ enum FilePlacement {
         }
     }
 
+    /// The files in `directory` under the names a placement of `name` tries in turn (`name`,
+    /// `name.1`, …), up to the first free name, with their stamps: where a file moved there, with
+    /// whatever came after it, is (see `QueueRecovery.plan`).
+    static func candidates(in directory: String, name: String) -> [(path: String, stamp: FileStamp)] {
+        var found: [(path: String, stamp: FileStamp)] = []
+        for attempt in 0..<10_000 {
+            let path = join(directory, FileNaming.candidate(name, attempt: attempt))
+            guard let stamp = FileSync.stamp(path) else { break }
+            found.append((path, stamp))
+        }
+        return found
+    }
+
     private static func join(_ directory: String, _ name: String) -> String {
         directory.hasSuffix("/") ? directory + name : directory + "/" + name
     }

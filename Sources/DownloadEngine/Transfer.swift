@@ -89,6 +89,10 @@ struct Transfer: Sendable {
         var outcome: Outcome
         var bytesOnDisk: Int64
         var segments: [Segment]?
+        /// The finished part file's stamp (`completed` only): committed with the completed row, it
+        /// tells the placed file apart from any other after a crash between its move and the
+        /// commit that names it (a move or a link keeps size and modification time).
+        var partStamp: FileStamp?
     }
 
     let order: SessionStateMachine.TransferOrder
@@ -183,7 +187,11 @@ struct Transfer: Sendable {
         } catch {
             outcome = Task.isCancelled ? .stopped : classify(error, progressed: attempt.grew)
         }
-        return Result(outcome: Task.isCancelled && outcome != .completed ? .stopped : outcome, bytesOnDisk: attempt.length, segments: attempt.board?.segments)
+        let ended = Task.isCancelled && outcome != .completed ? .stopped : outcome
+        return Result(
+            outcome: ended, bytesOnDisk: attempt.length, segments: attempt.board?.segments,
+            partStamp: ended == .completed ? FileSync.stamp(attempt.path) : nil
+        )
     }
 
     /// The part file of one attempt, opened on first use, and what is known about its bytes.

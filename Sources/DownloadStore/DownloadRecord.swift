@@ -267,7 +267,10 @@ extension DownloadRecord {
         }
         // Unreadable stamps are dropped: the session then checks the file by its size alone.
         let stamps = (completedStamps ?? "").split(separator: ",").compactMap(FileStamp.init(encoded:))
-        if stamps.count == download.completedPaths.count { download.completedStamps = stamps }
+        // A completed download not placed yet keeps its part file's one stamp.
+        if stamps.count == download.completedPaths.count || (download.completedPaths.isEmpty && stamps.count == 1) {
+            download.completedStamps = stamps
+        }
         if let replacing {
             if let decoded = try? JSONDecoder().decode(Replacing.self, from: Data(replacing.utf8)) {
                 download.replacing = decoded.paths

@@ -137,6 +137,61 @@ import Testing
         #expect(plan.download.completedPaths == ["/d/f.bin"])
     }
 
+    /// A completed download moved into its directory by a process that died before the commit
+    /// that named the file: its row holds the part file's stamp and no path.
+    func movedIntoItsDirectory(extraDestination: Bool = false) throws -> Download {
+        var download = try row(.completed, checkpoint: 1000)
+        download.destination = .directory("/d")
+        download.completedStamps = [FileStamp(size: 1000, modified: 1_700_000_000_123_456_789)]
+        if extraDestination { download.extraDestinations = [.directory("/e")] }
+        return download
+    }
+
+    @Test func aFileMovedIntoItsDirectoryIsKnownByItsStampNotByItsName() throws {
+        let download = try movedIntoItsDirectory()
+        #expect(QueueRecovery.placementStamp(download) == download.completedStamps[0])
+        // A person's f.bin of the same size came first: the move took f.bin.1.
+        let plan = QueueRecovery.plan(
+            download, partLength: nil, checkpointBoot: "b1", currentBoot: "b1",
+            placedCandidates: [
+                ("/d/f.bin", FileStamp(size: 1000, modified: 1_600_000_000_000_000_000)),
+                ("/d/f.bin.1", FileStamp(size: 1000, modified: 1_700_000_000_123_456_789)),
+            ]
+        )
+        #expect(plan.placed == QueueRecovery.Plan.Placed(path: "/d/f.bin.1", stamp: download.completedStamps[0]))
+        #expect(!plan.needsFinalize)
+        #expect(plan.download.state == .completed)
+        #expect(plan.download.restartCount == 0, "nothing is fetched again")
+        #expect(plan.note == "found the file the previous process placed at /d/f.bin.1")
+    }
+
+    @Test func aFileOfTheSameNameAndSizeThatIsNotTheMovedOneIsNeverTaken() throws {
+        // The name and the size match, the modification time does not: a person's file.
+        let plan = QueueRecovery.plan(
+            try movedIntoItsDirectory(), partLength: nil, checkpointBoot: "b1", currentBoot: "b1",
+            placedCandidates: [("/d/f.bin", FileStamp(size: 1000, modified: 1_700_000_000_123_456_788))]
+        )
+        #expect(plan.placed == nil)
+        #expect(plan.download.state == .queued, "fetched again")
+        #expect(plan.download.restartCount == 1)
+    }
+
+    @Test func aFileWithOtherRequestersOrNoPartStampIsNotLookedFor() throws {
+        let stamp = FileStamp(size: 1000, modified: 1_700_000_000_123_456_789)
+        #expect(QueueRecovery.placementStamp(try movedIntoItsDirectory(extraDestination: true)) == nil)
+        var placed = try movedIntoItsDirectory()
+        placed.completedPaths = ["/d/f.bin"]
+        #expect(QueueRecovery.placementStamp(placed) == nil, "placed and named")
+        var exact = try movedIntoItsDirectory()
+        exact.destination = .file("/d/f.bin")
+        #expect(QueueRecovery.placementStamp(exact) == nil, "an exact path: its own rule")
+        let plan = QueueRecovery.plan(
+            try movedIntoItsDirectory(extraDestination: true), partLength: nil, checkpointBoot: "b1", currentBoot: "b1",
+            placedCandidates: [("/d/f.bin", stamp)]
+        )
+        #expect(plan.placed == nil)
+    }
+
     @Test func aCompletedDownloadWithNothingOnDiskIsFetchedAgain() throws {
         let plan = QueueRecovery.plan(
             try row(.completed, checkpoint: 1000), partLength: nil, checkpointBoot: "b1", currentBoot: "b1", destinationFileLength: 12

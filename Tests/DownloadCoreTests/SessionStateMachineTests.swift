@@ -496,6 +496,17 @@ import Testing
         #expect(m.download(first)?.completedPath == "/d/file.bin")
     }
 
+    @Test func aFinishedPartFilesStampStaysWithTheRowUntilItsFileIsPlaced() throws {
+        var m = machine()
+        let (id, attempt) = try started(&m)
+        let part = FileStamp(size: 9, modified: 42)
+        _ = m.transferFinished(id, attempt: attempt, outcome: .completed, bytesOnDisk: 9, now: now, jitter: 0, partStamp: part)
+        #expect(m.download(id)?.completedStamps == [part])
+        #expect(m.download(id)?.completedPaths == [])
+        _ = m.finalized(id, paths: ["/d/file.bin"], stamps: [FileStamp(size: 9, modified: 43)])
+        #expect(m.download(id)?.completedStamps == [FileStamp(size: 9, modified: 43)], "the placed file's, once placed")
+    }
+
     @Test func aFailedPlacementFailsTheDownload() throws {
         var m = machine()
         let (id, attempt) = try started(&m)

@@ -399,6 +399,65 @@ import TestSupport
         }
     }
 
+    /// The stamp of the file at `path` as haul takes it: size and modification time in ns.
+    func stamp(_ path: String) throws -> FileStamp {
+        var info = stat()
+        #expect(stat(path, &info) == 0)
+        return FileStamp(size: Int64(info.st_size), modified: Int64(info.st_mtim.tv_sec) * 1_000_000_000 + Int64(info.st_mtim.tv_nsec))
+    }
+
+    @Test func theCompletedRowIsCommittedWithThePartFilesStampWhichThePlacedFileKeeps() async throws {
+        try await Bench.with { bench in
+            bench.server.serve("/s.bin", size: 50_000)
+            let session = bench.session()
+            let id = try await session.schedule(bench.server.url("/s.bin"), to: .directory(bench.directory))
+            let done = try await waitFor(session, id) { $0.completedPath != nil }
+            let placed = try stamp(try #require(done.completedPath))
+            // The commit that said completed before the file moved held its part file's stamp.
+            let unplaced = bench.journal.commits.withLock { commits in
+                commits.flatMap(\.saved).filter { $0.id == id && $0.state == .completed && $0.completedPaths.isEmpty }
+            }
+            #expect(!unplaced.isEmpty)
+            #expect(unplaced.allSatisfy { $0.completedStamps == [placed] }, "\(unplaced.map(\.completedStamps)) against \(placed)")
+            #expect(done.completedStamps == [placed])
+            await session.shutdown()
+        }
+    }
+
+    @Test func aFileMovedBeforeTheCommitThatNamedItIsFoundByItsStampWithoutFetching() async throws {
+        try await Bench.with { bench in
+            let size = 300_000
+            bench.server.serve("/p.bin", size: size)
+            // A person's p.bin of the same size was there first: the move took p.bin.1, and the
+            // process died before the commit that named it.
+            let person = bench.path("p.bin")
+            #expect(FileManager.default.createFile(atPath: person, contents: Data(repeating: 7, count: size)))
+            let personsStamp = try stamp(person)
+            try await Task.sleep(for: .milliseconds(20))
+            let moved = bench.path("p.bin.1")
+            #expect(FileManager.default.createFile(atPath: moved, contents: Data(bench.server.content("/p.bin"))))
+            var row = Download(id: DownloadID(1), url: bench.server.url("/p.bin"), destination: .directory(bench.directory), partPath: bench.path("p.bin.part"))
+            row.state = .completed
+            row.bytesOnDisk = Int64(size)
+            row.totalBytes = Int64(size)
+            row.completedStamps = [try stamp(moved)]
+            try bench.seed(row, boot: nil)
+
+            let session = bench.session()
+            let notes = await session.restore(try bench.database.loadQueue(), startPending: true)
+            #expect(notes == ["[1] found the file the previous process placed at \(moved)"])
+            let done = try await waitFor(session, row.id) { $0.completedPath != nil }
+            #expect(done.state == .completed)
+            #expect(done.completedPath == moved)
+            #expect(bench.server.requests("/p.bin").isEmpty, "nothing fetched again")
+            #expect(!FileManager.default.fileExists(atPath: bench.path("p.bin.2")))
+            #expect(try stamp(person) == personsStamp, "the person's file untouched")
+            #expect(sha256(ofFile: moved) == bench.server.sha256("/p.bin"))
+            await session.shutdown()
+            #expect(try bench.stored(row.id)?.completedPath == moved)
+        }
+    }
+
     @Test func storedPositionsAreRewrittenOnlyWhenTheyAreNotTheQueueOrder() async throws {
         try await Bench.with { bench in
             // Given three paused rows stored at positions 5, 9 and 2 (queue order: 3, 1, 2)

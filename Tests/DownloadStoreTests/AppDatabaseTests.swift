@@ -112,13 +112,18 @@ import TestSupport
         done.hook = HookRun(event: .complete, status: .exited(code: 0, seconds: 1.0625))
         var failed = try download(9, .failed(reason: "HTTP 404 Not Found"))
         failed.hook = HookRun(event: .fail, status: .couldNotStart(reason: "cannot run /x y: No such file or directory"))
+        // Completed and not placed yet: the finished part file's stamp, and no path.
+        var unplaced = try download(10, .completed)
+        unplaced.completedStamps = [FileStamp(size: 10, modified: 1_790_000_000_987_654_321)]
+        unplaced.totalBytes = 10
+        unplaced.bytesOnDisk = 10
         // When it is committed and read back by a new connection
-        try commit(database, saving: [full, done, failed])
+        try commit(database, saving: [full, done, failed, unplaced])
         let queue = try AppDatabase.open(at: path).loadQueue()
         // Then nothing was lost, in queue order, with the boot of the checkpoint
-        #expect(queue.downloads == [full, done, failed])
+        #expect(queue.downloads == [full, done, failed, unplaced])
         #expect(queue.checkpointBoots[DownloadID(7)] == "boot-1")
-        #expect(queue.nextID == 10)
+        #expect(queue.nextID == 11)
     }
 
     @Test func positionsFollowTheQueueOrderAndRemovalsDelete() throws {
