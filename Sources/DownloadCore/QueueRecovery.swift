@@ -84,6 +84,8 @@ public enum QueueRecovery {
                 )
             }
             download.state = .queued
+            // The finished part file's stamp goes with it: nothing of that file is left to know.
+            download.completedStamps = []
             return startOver(download, reason: "completed file was not placed before the previous process ended")
         case .queued, .downloading, .waiting, .waitingForSpace, .paused, .failed:
             break

@@ -174,6 +174,7 @@ import Testing
         #expect(plan.placed == nil)
         #expect(plan.download.state == .queued, "fetched again")
         #expect(plan.download.restartCount == 1)
+        #expect(plan.download.completedStamps.isEmpty, "the stamp of a file that is gone")
     }
 
     @Test func aFileWithOtherRequestersOrNoPartStampIsNotLookedFor() throws {
