@@ -42,10 +42,10 @@ public enum QueueRecovery {
     ///   - checkpointSynced: false when the checkpoint was stored without an fsync (`--no-fsync`).
     ///   - currentBoot: this boot's id (nil when unknown: then no reboot is assumed).
     ///   - destinationFileLength: the length of the file at a `.file` destination, nil when none.
-    ///   - placedCandidates: for a completed download with neither a completed path nor a part
-    ///     file, and a directory for its destination, the files there under the names its
-    ///     placement tries in turn (`name`, `name.1`, …) up to the first free one, with their stamps
-    ///     (`placementCandidates`).
+    ///   - placedCandidates: for a completed download with its part file's stamp and neither a
+    ///     completed path nor a part file (`placementStamp`), where its placement may have moved
+    ///     it, with their stamps: its exact path, or in its directory the files under the names a
+    ///     placement tries in turn (`name`, `name.1`, …).
     public static func plan(
         _ download: Download, partLength: Int64?, checkpointBoot: String?, checkpointSynced: Bool = true,
         currentBoot: String?, destinationFileLength: Int64? = nil, placedCandidates: [(path: String, stamp: FileStamp)] = []
@@ -68,20 +68,21 @@ public enum QueueRecovery {
                 download.bytesOnDisk = partLength
                 return Plan(download: download, truncateTo: nil, needsFinalize: true, note: "placing a completed file the previous process did not")
             }
-            if case .file(let path) = download.destination, let length = destinationFileLength,
-               download.totalBytes == nil || length == download.totalBytes {
+            // Moved, and the process died before the commit that named the file: the placed file
+            // is the one with the part file's stamp (a rename keeps its size and modification time
+            // to the nanosecond), never one that merely has its name and length.
+            if let partStamp = placementStamp(download) {
+                if let placed = placedCandidates.first(where: { $0.stamp == partStamp }) {
+                    return Plan(
+                        download: download, truncateTo: nil, needsFinalize: false,
+                        note: "found the file the previous process placed at \(placed.path)", placed: Plan.Placed(path: placed.path, stamp: placed.stamp)
+                    )
+                }
+            } else if case .file(let path) = download.destination, let length = destinationFileLength,
+                      download.totalBytes == nil || length == download.totalBytes {
+                // A row from before part files were stamped: its exact path, by its length.
                 download.completedPaths = [path]
                 return Plan(download: download, truncateTo: nil, needsFinalize: false, note: nil)
-            }
-            // Moved into a directory, and the process died before the commit that named the
-            // file: the placed file is the one with the part file's stamp (a rename keeps its size
-            // and modification time to the nanosecond), never one that merely has its name.
-            if let partStamp = placementStamp(download),
-               let placed = placedCandidates.first(where: { $0.stamp == partStamp }) {
-                return Plan(
-                    download: download, truncateTo: nil, needsFinalize: false,
-                    note: "found the file the previous process placed at \(placed.path)", placed: Plan.Placed(path: placed.path, stamp: placed.stamp)
-                )
             }
             download.state = .queued
             // The finished part file's stamp goes with it: nothing of that file is left to know.
@@ -121,12 +122,12 @@ public enum QueueRecovery {
         return Plan(download: download, truncateTo: nil, needsFinalize: false, note: nil)
     }
 
-    /// Whether recovery should look for the placed file of `download` in its directory: it is
-    /// completed, holds its finished part file's stamp and no completed path, and its one file was
-    /// to be moved under a free name (no other requester, nothing it replaces).
+    /// The finished part file's stamp, when recovery should look for the file `download`'s
+    /// placement moved: it is completed, holds that stamp and no completed path, and its one file
+    /// was to be moved to its destination (no other requester, nothing it replaces).
     public static func placementStamp(_ download: Download) -> FileStamp? {
         guard download.state == .completed, download.completedPaths.isEmpty, download.completedStamps.count == 1,
-              download.extraDestinations.isEmpty, download.replacing.isEmpty, case .directory = download.destination
+              download.extraDestinations.isEmpty, download.replacing.isEmpty
         else { return nil }
         return download.completedStamps[0]
     }

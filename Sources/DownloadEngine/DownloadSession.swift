@@ -495,8 +495,11 @@ public actor DownloadSession {
                 if case .file(let path) = download.destination { destinationLength = FileSync.length(path) }
                 // Placed, and the process died before the commit that named the file.
                 var candidates: [(path: String, stamp: FileStamp)] = []
-                if partLength == nil, QueueRecovery.placementStamp(download) != nil, case .directory(let directory) = download.destination {
-                    candidates = FilePlacement.candidates(in: directory, name: Self.fileName(download))
+                if partLength == nil, QueueRecovery.placementStamp(download) != nil {
+                    switch download.destination {
+                    case .file(let path): candidates = FileSync.stamp(path).map { [(path, $0)] } ?? []
+                    case .directory(let directory): candidates = FilePlacement.candidates(in: directory, name: Self.fileName(download))
+                    }
                 }
                 let plan = QueueRecovery.plan(
                     download, partLength: partLength, checkpointBoot: stored.checkpointBoots[download.id],

@@ -117,13 +117,18 @@ enum FilePlacement {
     }
 
     /// The files in `directory` under the names a placement of `name` tries in turn (`name`,
-    /// `name.1`, …), up to the first free name, with their stamps: where a file moved there, with
-    /// whatever came after it, is (see `QueueRecovery.plan`).
+    /// `name.1`, …), with their stamps, up to eight free names in a row: where a file moved there
+    /// is (see `QueueRecovery.plan`), even when a person removed a file it was placed beside.
     static func candidates(in directory: String, name: String) -> [(path: String, stamp: FileStamp)] {
         var found: [(path: String, stamp: FileStamp)] = []
-        for attempt in 0..<10_000 {
+        var free = 0
+        for attempt in 0..<10_000 where free < 8 {
             let path = join(directory, FileNaming.candidate(name, attempt: attempt))
-            guard let stamp = FileSync.stamp(path) else { break }
+            guard let stamp = FileSync.stamp(path) else {
+                free += 1
+                continue
+            }
+            free = 0
             found.append((path, stamp))
         }
         return found

@@ -183,14 +183,30 @@ import Testing
         var placed = try movedIntoItsDirectory()
         placed.completedPaths = ["/d/f.bin"]
         #expect(QueueRecovery.placementStamp(placed) == nil, "placed and named")
-        var exact = try movedIntoItsDirectory()
-        exact.destination = .file("/d/f.bin")
-        #expect(QueueRecovery.placementStamp(exact) == nil, "an exact path: its own rule")
         let plan = QueueRecovery.plan(
             try movedIntoItsDirectory(extraDestination: true), partLength: nil, checkpointBoot: "b1", currentBoot: "b1",
             placedCandidates: [("/d/f.bin", stamp)]
         )
         #expect(plan.placed == nil)
+    }
+
+    @Test func aFileMovedToItsExactPathIsTakenOnlyWithThePartFilesStamp() throws {
+        var download = try movedIntoItsDirectory()
+        download.destination = .file("/d/f.bin")
+        let stamp = download.completedStamps[0]
+        let moved = QueueRecovery.plan(
+            download, partLength: nil, checkpointBoot: "b1", currentBoot: "b1", destinationFileLength: 1000,
+            placedCandidates: [("/d/f.bin", stamp)]
+        )
+        #expect(moved.placed == QueueRecovery.Plan.Placed(path: "/d/f.bin", stamp: stamp))
+        // The same length, another modification time: not the file the part file became.
+        let other = QueueRecovery.plan(
+            download, partLength: nil, checkpointBoot: "b1", currentBoot: "b1", destinationFileLength: 1000,
+            placedCandidates: [("/d/f.bin", FileStamp(size: 1000, modified: 5))]
+        )
+        #expect(other.placed == nil)
+        #expect(other.download.completedPaths.isEmpty)
+        #expect(other.download.state == .queued, "fetched again, never taken for its length alone")
     }
 
     @Test func aCompletedDownloadWithNothingOnDiskIsFetchedAgain() throws {

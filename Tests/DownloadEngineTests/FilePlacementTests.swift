@@ -45,6 +45,24 @@ import Darwin
 
     /// A part file on another file system cannot be renamed (nor linked) there: it is copied into a
     /// new file and then removed, still never over a file there.
+    @Test func aMovedFileKeepsItsPartFilesStampAndIsAmongTheCandidatesPastAGap() throws {
+        let directory = try TemporaryDirectory("placement")
+        // f.bin and f.bin.1 were taken when the part file moved: it took f.bin.2.
+        for name in ["f.bin", "f.bin.1"] { try write("a person's", to: directory.path(name)) }
+        let part = directory.path("f.bin.part")
+        try write("the body", to: part)
+        let stamp = try #require(FileSync.stamp(part))
+        let placed = try FilePlacement.place(part, at: .directory(directory.path), name: "f.bin", move: true)
+        #expect(placed == directory.path("f.bin.2"))
+        #expect(FileSync.stamp(placed) == stamp, "a move keeps size and modification time")
+        // The person removed f.bin and f.bin.1 since: the names are searched past free ones.
+        for name in ["f.bin", "f.bin.1"] { unlink(directory.path(name)) }
+        let found = FilePlacement.candidates(in: directory.path, name: "f.bin")
+        #expect(found.map(\.path) == [placed])
+        #expect(found.first?.stamp == stamp)
+        #expect(FilePlacement.candidates(in: directory.path, name: "g.bin").isEmpty)
+    }
+
     @Test func aMoveToAnotherFileSystemCopies() throws {
         let directory = try TemporaryDirectory("placement")
         var shm = stat()
