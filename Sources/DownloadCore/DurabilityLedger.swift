@@ -188,7 +188,7 @@ public struct DurabilityLedger: Sendable {
     /// `soon`: a transfer's event, which may wait `joinWindow` for others to share its commit and
     /// whose snapshot may be throttled. A person's intent (`soon` false) starts a waiting commit at
     /// once. `awaited`: a transfer's event that something waits for (a finished file is placed only
-    /// once its row says completed, and holds its slot until then): its commit starts at once too,
+    /// once its row says completed): its commit starts at once too,
     /// and its snapshot may still be throttled. `quiet`: no transfer runs and no file is being
     /// placed, so nothing else will come to share the commit or follow its snapshot: a transfer's
     /// event is then committed and shown at once, as a person's intent is (the last file of a

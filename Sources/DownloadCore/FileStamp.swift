@@ -37,3 +37,14 @@ public struct FileStamp: Sendable, Hashable, Codable {
         self.init(size: size, modified: modified)
     }
 }
+
+/// A file at `path`, as it looked then (`stamp`): where recovery finds a placed file.
+public struct StampedFile: Sendable, Hashable {
+    public var path: String
+    public var stamp: FileStamp
+
+    public init(path: String, stamp: FileStamp) {
+        self.path = path
+        self.stamp = stamp
+    }
+}

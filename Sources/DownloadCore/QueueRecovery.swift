@@ -20,17 +20,7 @@ public enum QueueRecovery {
         /// The file the previous process placed and died before naming in a commit: the owner
         /// records it as placed (`SessionStateMachine.finalized`), which runs what follows a
         /// placement (the `complete` hook).
-        public var placed: Placed?
-
-        public struct Placed: Sendable, Hashable {
-            public var path: String
-            public var stamp: FileStamp
-
-            public init(path: String, stamp: FileStamp) {
-                self.path = path
-                self.stamp = stamp
-            }
-        }
+        public var placed: StampedFile?
     }
 
     /// Reconciles a persisted download with its part file.
@@ -48,7 +38,7 @@ public enum QueueRecovery {
     ///     placement tries in turn (`name`, `name.1`, …).
     public static func plan(
         _ download: Download, partLength: Int64?, checkpointBoot: String?, checkpointSynced: Bool = true,
-        currentBoot: String?, destinationFileLength: Int64? = nil, placedCandidates: [(path: String, stamp: FileStamp)] = []
+        currentBoot: String?, destinationFileLength: Int64? = nil, placedCandidates: [StampedFile] = []
     ) -> Plan {
         var download = download
         download.bytesPerSecond = 0
@@ -75,7 +65,7 @@ public enum QueueRecovery {
                 if let placed = placedCandidates.first(where: { $0.stamp == partStamp }) {
                     return Plan(
                         download: download, truncateTo: nil, needsFinalize: false,
-                        note: "found the file the previous process placed at \(placed.path)", placed: Plan.Placed(path: placed.path, stamp: placed.stamp)
+                        note: "found the file the previous process placed at \(placed.path)", placed: placed
                     )
                 }
             } else if case .file(let path) = download.destination, let length = destinationFileLength,

@@ -67,7 +67,7 @@ public struct SessionStateMachine: Sendable {
         /// Delete the part file (cancel and purge only).
         case deletePartFile(DownloadID, path: String)
         /// Move the finished part file to its destination(s), then report `finalized` or
-        /// `finalizeFailed`. The download keeps its transfer slot until then.
+        /// `finalizeFailed`. The download holds no transfer slot meanwhile (`placing`).
         case finalize(DownloadID)
         /// Call `retryTimerFired(id, token:)` at `date`.
         case scheduleRetry(DownloadID, token: UInt64, at: Date)
@@ -1125,7 +1125,7 @@ public struct SessionStateMachine: Sendable {
     }
 
     /// The owner placed the finished file at `paths` (the first requester's first), which looked
-    /// like `stamps` then; its slot is free.
+    /// like `stamps` then.
     public mutating func finalized(_ id: DownloadID, paths: [String], stamps: [FileStamp] = []) -> [Action] {
         var actions: [Action] = []
         if var download = downloads[id] {

@@ -494,10 +494,10 @@ public actor DownloadSession {
                 var destinationLength: Int64?
                 if case .file(let path) = download.destination { destinationLength = FileSync.length(path) }
                 // Placed, and the process died before the commit that named the file.
-                var candidates: [(path: String, stamp: FileStamp)] = []
+                var candidates: [StampedFile] = []
                 if partLength == nil, QueueRecovery.placementStamp(download) != nil {
                     switch download.destination {
-                    case .file(let path): candidates = FileSync.stamp(path).map { [(path, $0)] } ?? []
+                    case .file(let path): candidates = FileSync.stamp(path).map { [StampedFile(path: path, stamp: $0)] } ?? []
                     case .directory(let directory): candidates = FilePlacement.candidates(in: directory, name: Self.fileName(download))
                     }
                 }
@@ -530,14 +530,14 @@ public actor DownloadSession {
             machine.noteRestartAtStart(row.id, reason: plan.download.restartReason ?? "its bytes could not be trusted")
         }
         var actions: [Action] = []
-        for (plan, _) in plans where plan.needsFinalize {
+        for (plan, _) in plans where plan.needsFinalize || plan.placed != nil {
             machine.needsPlacing(plan.download.id)
-            actions += await finalize(plan.download.id)
-        }
-        for (plan, _) in plans {
-            guard let placed = plan.placed else { continue }
-            machine.needsPlacing(plan.download.id)
-            actions += machine.finalized(plan.download.id, paths: [placed.path], stamps: [placed.stamp])
+            if let placed = plan.placed {
+                // Moved already: only recorded.
+                actions += machine.finalized(plan.download.id, paths: [placed.path], stamps: [placed.stamp])
+            } else {
+                actions += await finalize(plan.download.id)
+            }
         }
         // Hooks a stopped haul left pending (committed, never reported): they run again. `haul
         // get` runs only those of the downloads it asks for (see `scheduleReporting`).
@@ -947,7 +947,7 @@ public actor DownloadSession {
     /// The move comes last so that any failure leaves the bytes in the part file: the download
     /// fails with the reason, the copies made so far are removed, and a retry finds everything on
     /// disk (a 416 completes it without fetching a byte).
-    /// - Returns: what the freed slot starts.
+    /// - Returns: what follows the placement (its hook).
     ///
     /// The file work (a copy of gigabytes where links are impossible) runs on the file-work
     /// threads, never on the actor: intents and snapshots go on meanwhile.
@@ -1244,8 +1244,8 @@ public actor DownloadSession {
             if let before = published[id] { shown.replace(before) }
         }
         for id in placing {
-            guard var before = published[id], let now = snapshot[id] else { continue }
-            if before.state == .downloading {
+            guard var before = published[id] else { continue }
+            if before.state == .downloading, let now = snapshot[id] {
                 before.bytesOnDisk = now.bytesOnDisk
                 before.totalBytes = now.totalBytes
                 before.bytesPerSecond = 0

@@ -119,17 +119,18 @@ enum FilePlacement {
     /// The files in `directory` under the names a placement of `name` tries in turn (`name`,
     /// `name.1`, …), with their stamps, up to eight free names in a row: where a file moved there
     /// is (see `QueueRecovery.plan`), even when a person removed a file it was placed beside.
-    static func candidates(in directory: String, name: String) -> [(path: String, stamp: FileStamp)] {
-        var found: [(path: String, stamp: FileStamp)] = []
+    static func candidates(in directory: String, name: String) -> [StampedFile] {
+        var found: [StampedFile] = []
         var free = 0
-        for attempt in 0..<10_000 where free < 8 {
+        for attempt in 0..<10_000 {
             let path = join(directory, FileNaming.candidate(name, attempt: attempt))
-            guard let stamp = FileSync.stamp(path) else {
+            if let stamp = FileSync.stamp(path) {
+                found.append(StampedFile(path: path, stamp: stamp))
+                free = 0
+            } else {
                 free += 1
-                continue
+                if free == 8 { break }
             }
-            free = 0
-            found.append((path, stamp))
         }
         return found
     }

@@ -634,15 +634,15 @@ public final class LoopbackServer: Sendable {
     }
 }
 
-/// How fast `count` grows, in units a second: the least-squares slope of its readings taken every
+/// How fast `reading` grows, in units a second: the least-squares slope of its values taken every
 /// 50 ms over `duration` (see `LoopbackServer.deliveryRate`).
-public func sampledRate(over duration: Duration, _ count: () -> Int) async throws -> Double {
+public func sampledRate(over duration: Duration, _ reading: () -> Int) async throws -> Double {
     let started = ContinuousClock.now
     var samples: [(time: Double, bytes: Double)] = []
     while true {
         let elapsed = started.duration(to: .now)
         let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
-        samples.append((seconds, Double(count())))
+        samples.append((seconds, Double(reading())))
         guard elapsed < duration else { break }
         try await Task.sleep(for: .milliseconds(50))
     }

@@ -154,11 +154,11 @@ import Testing
         let plan = QueueRecovery.plan(
             download, partLength: nil, checkpointBoot: "b1", currentBoot: "b1",
             placedCandidates: [
-                ("/d/f.bin", FileStamp(size: 1000, modified: 1_600_000_000_000_000_000)),
-                ("/d/f.bin.1", FileStamp(size: 1000, modified: 1_700_000_000_123_456_789)),
+                StampedFile(path: "/d/f.bin", stamp: FileStamp(size: 1000, modified: 1_600_000_000_000_000_000)),
+                StampedFile(path: "/d/f.bin.1", stamp: FileStamp(size: 1000, modified: 1_700_000_000_123_456_789)),
             ]
         )
-        #expect(plan.placed == QueueRecovery.Plan.Placed(path: "/d/f.bin.1", stamp: download.completedStamps[0]))
+        #expect(plan.placed == StampedFile(path: "/d/f.bin.1", stamp: download.completedStamps[0]))
         #expect(!plan.needsFinalize)
         #expect(plan.download.state == .completed)
         #expect(plan.download.restartCount == 0, "nothing is fetched again")
@@ -169,7 +169,7 @@ import Testing
         // The name and the size match, the modification time does not: a person's file.
         let plan = QueueRecovery.plan(
             try movedIntoItsDirectory(), partLength: nil, checkpointBoot: "b1", currentBoot: "b1",
-            placedCandidates: [("/d/f.bin", FileStamp(size: 1000, modified: 1_700_000_000_123_456_788))]
+            placedCandidates: [StampedFile(path: "/d/f.bin", stamp: FileStamp(size: 1000, modified: 1_700_000_000_123_456_788))]
         )
         #expect(plan.placed == nil)
         #expect(plan.download.state == .queued, "fetched again")
@@ -185,7 +185,7 @@ import Testing
         #expect(QueueRecovery.placementStamp(placed) == nil, "placed and named")
         let plan = QueueRecovery.plan(
             try movedIntoItsDirectory(extraDestination: true), partLength: nil, checkpointBoot: "b1", currentBoot: "b1",
-            placedCandidates: [("/d/f.bin", stamp)]
+            placedCandidates: [StampedFile(path: "/d/f.bin", stamp: stamp)]
         )
         #expect(plan.placed == nil)
     }
@@ -196,13 +196,13 @@ import Testing
         let stamp = download.completedStamps[0]
         let moved = QueueRecovery.plan(
             download, partLength: nil, checkpointBoot: "b1", currentBoot: "b1", destinationFileLength: 1000,
-            placedCandidates: [("/d/f.bin", stamp)]
+            placedCandidates: [StampedFile(path: "/d/f.bin", stamp: stamp)]
         )
-        #expect(moved.placed == QueueRecovery.Plan.Placed(path: "/d/f.bin", stamp: stamp))
+        #expect(moved.placed == StampedFile(path: "/d/f.bin", stamp: stamp))
         // The same length, another modification time: not the file the part file became.
         let other = QueueRecovery.plan(
             download, partLength: nil, checkpointBoot: "b1", currentBoot: "b1", destinationFileLength: 1000,
-            placedCandidates: [("/d/f.bin", FileStamp(size: 1000, modified: 5))]
+            placedCandidates: [StampedFile(path: "/d/f.bin", stamp: FileStamp(size: 1000, modified: 5))]
         )
         #expect(other.placed == nil)
         #expect(other.download.completedPaths.isEmpty)

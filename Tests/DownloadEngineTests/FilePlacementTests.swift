@@ -43,8 +43,6 @@ import Darwin
         #expect(!FileManager.default.fileExists(atPath: part))
     }
 
-    /// A part file on another file system cannot be renamed (nor linked) there: it is copied into a
-    /// new file and then removed, still never over a file there.
     @Test func aMovedFileKeepsItsPartFilesStampAndIsAmongTheCandidatesPastAGap() throws {
         let directory = try TemporaryDirectory("placement")
         // f.bin and f.bin.1 were taken when the part file moved: it took f.bin.2.
@@ -63,6 +61,8 @@ import Darwin
         #expect(FilePlacement.candidates(in: directory.path, name: "g.bin").isEmpty)
     }
 
+    /// A part file on another file system cannot be renamed (nor linked) there: it is copied into a
+    /// new file and then removed, still never over a file there.
     @Test func aMoveToAnotherFileSystemCopies() throws {
         let directory = try TemporaryDirectory("placement")
         var shm = stat()

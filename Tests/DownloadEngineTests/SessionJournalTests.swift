@@ -1,5 +1,5 @@
 import DownloadCore
-import DownloadEngine
+@testable import DownloadEngine
 import DownloadStore
 import Foundation
 import LoopbackServer
@@ -382,10 +382,7 @@ import TestSupport
             bench.server.serve("/p.bin", size: size)
             let target = bench.path("p.bin")
             #expect(FileManager.default.createFile(atPath: target + ".part", contents: Data(bench.server.content("/p.bin"))))
-            var row = Download(id: DownloadID(1), url: bench.server.url("/p.bin"), destination: .file(target), partPath: target + ".part")
-            row.state = .completed
-            row.bytesOnDisk = Int64(size)
-            row.totalBytes = Int64(size)
+            let row = completedRow(bench, "/p.bin", size: size, destination: .file(target), partPath: target + ".part")
             try bench.seed(row, boot: nil)
 
             let session = bench.session()
@@ -399,11 +396,18 @@ import TestSupport
         }
     }
 
-    /// The stamp of the file at `path` as haul takes it: size and modification time in ns.
+    /// The stamp of the file at `path`, as haul takes it.
     func stamp(_ path: String) throws -> FileStamp {
-        var info = stat()
-        #expect(stat(path, &info) == 0)
-        return FileStamp(size: Int64(info.st_size), modified: Int64(info.st_mtim.tv_sec) * 1_000_000_000 + Int64(info.st_mtim.tv_nsec))
+        try #require(FileSync.stamp(path))
+    }
+
+    /// A row that says completed, with all of `path`'s `size` bytes, as a process left it.
+    func completedRow(_ bench: Bench, _ path: String, size: Int, destination: Destination, partPath: String) -> Download {
+        var row = Download(id: DownloadID(1), url: bench.server.url(path), destination: destination, partPath: partPath)
+        row.state = .completed
+        row.bytesOnDisk = Int64(size)
+        row.totalBytes = Int64(size)
+        return row
     }
 
     @Test func theCompletedRowIsCommittedWithThePartFilesStampWhichThePlacedFileKeeps() async throws {
@@ -436,10 +440,7 @@ import TestSupport
             try await Task.sleep(for: .milliseconds(20))
             let moved = bench.path("p.bin.1")
             #expect(FileManager.default.createFile(atPath: moved, contents: Data(bench.server.content("/p.bin"))))
-            var row = Download(id: DownloadID(1), url: bench.server.url("/p.bin"), destination: .directory(bench.directory), partPath: bench.path("p.bin.part"))
-            row.state = .completed
-            row.bytesOnDisk = Int64(size)
-            row.totalBytes = Int64(size)
+            var row = completedRow(bench, "/p.bin", size: size, destination: .directory(bench.directory), partPath: bench.path("p.bin.part"))
             row.completedStamps = [try stamp(moved)]
             try bench.seed(row, boot: nil)
 
