@@ -179,6 +179,13 @@ public struct Download: Sendable, Hashable, Identifiable, Codable, CustomReflect
         get { box.fields.connecting }
         _modify { yield &fields.connecting }
     }
+    /// Every byte is in and synced, and its file is being committed and moved into place: its
+    /// transfer is over (it holds no slot) but it is not `completed` yet; not stored. The screen
+    /// says `finishing` (`shownWord`); the state stays `downloading` for scripts.
+    @inlinable public var finishing: Bool {
+        get { box.fields.finishing }
+        _modify { yield &fields.finishing }
+    }
     /// The parts of a segmented download as last made durable (fsync'd); empty when the part file is
     /// one prefix of the resource (its length is then the truth).
     @inlinable public var segments: [Segment] {
@@ -278,6 +285,7 @@ public struct Download: Sendable, Hashable, Identifiable, Codable, CustomReflect
         @usableFromInline var lastActive: Date?
         @usableFromInline var pausedByShutdown: Bool = false
         @usableFromInline var connecting: Bool = false
+        @usableFromInline var finishing: Bool = false
         @usableFromInline var segments: [Segment] = []
         @usableFromInline var writtenSegments: [Segment] = []
         @usableFromInline var connections: Int = 0
@@ -302,6 +310,12 @@ public struct Download: Sendable, Hashable, Identifiable, Codable, CustomReflect
     /// row says so, as a resume fetches it from zero.
     public var isPurged: Bool {
         state == .paused && bytesOnDisk == 0 && lastError?.hasPrefix(Self.purgedWords) == true
+    }
+
+    /// The word the screen shows for the row: the state's, or `finishing` while a downloaded
+    /// file is being placed (so the counts of rows downloading never pass how many run at once).
+    public var shownWord: String {
+        finishing && state == .downloading ? "finishing" : state.word
     }
 
     /// The file written at completion for the first requester (nil until then).

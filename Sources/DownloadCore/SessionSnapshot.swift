@@ -63,8 +63,8 @@ public struct SessionSnapshot: Sendable, Hashable {
         downloads.reduce(0) { $0 + $1.bytesSavedByResume }
     }
 
-    /// How many downloads are in each state word.
+    /// How many downloads show each word (`Download.shownWord`).
     public var countsByState: [String: Int] {
-        downloads.reduce(into: [:]) { $0[$1.state.word, default: 0] += 1 }
+        downloads.reduce(into: [:]) { $0[$1.shownWord, default: 0] += 1 }
     }
 }

@@ -1225,7 +1225,8 @@ public actor DownloadSession {
     ///
     /// A download being placed is not `completed` to anybody until its file has its name (a script
     /// waiting for `completed` opens it): it shows as it was last published, with every byte it
-    /// synced and no speed, since its transfer is over (it holds no slot).
+    /// synced and no speed, since its transfer is over (it holds no slot), marked `finishing` (the
+    /// screen's counts of downloading rows stay within how many run at once).
     ///
     /// A pause (or a requeue when fewer may run at once) is decided before the transfer stops
     /// writing: until it has, the byte count is the ticker's last sample, and `paused at X` would
@@ -1251,6 +1252,7 @@ public actor DownloadSession {
                 before.bytesPerSecond = 0
                 before.connections = 0
                 before.connecting = false
+                before.finishing = true
             }
             shown.replace(before)
         }

@@ -131,7 +131,7 @@ struct Painter {
 
     // MARK: Header
 
-    static let stateOrder = ["downloading", "waiting", "queued", "paused", "failed", "completed", "cancelled"]
+    static let stateOrder = ["downloading", "finishing", "waiting", "queued", "paused", "failed", "completed", "cancelled"]
 
     /// How much each header item matters: on a narrow screen the least important go first, so a
     /// failure, a wait, a filter or how many run at once never hide behind totals.
@@ -139,7 +139,7 @@ struct Painter {
         switch word {
         case "failed": 2
         case "waiting": 3
-        case "downloading": 4
+        case "downloading", "finishing": 4
         case "queued": 7
         case "paused": 8
         default: 9
@@ -245,8 +245,8 @@ struct Painter {
         if columns.state > 0 {
             line.space(1, styled(.plain))
             // One row per file: a segmented download says how many connections fetch its parts.
-            let word = download.state == .downloading && download.connections > 1 ? "\(download.connections) conns" : download.state.word
-            line.field(word, columns.state, styled(Self.style(for: download.state)))
+            let word = download.state == .downloading && download.connections > 1 ? "\(download.connections) conns" : download.shownWord
+            line.field(word, columns.state, styled(Self.style(forWord: download.shownWord)))
         }
         if columns.bar > 0 {
             line.space(1, styled(.plain))
@@ -376,6 +376,7 @@ struct Painter {
         switch word {
         case "queued": Style(color: .blue)
         case "downloading": Style(color: .cyan, bold: true)
+        case "finishing": Style(color: .cyan)
         case "paused": Style(color: .yellow)
         case "waiting": Style(color: .magenta)
         case "completed": Style(color: .green)

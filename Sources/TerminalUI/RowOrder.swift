@@ -99,7 +99,7 @@ enum RowOrder {
         case .size:
             return ordered(rows, sorting) { $0.totalBytes }
         case .state:
-            return ordered(rows, sorting) { download in Painter.stateOrder.firstIndex(of: download.state.word) }
+            return ordered(rows, sorting) { download in Painter.stateOrder.firstIndex(of: download.shownWord) }
         }
     }
 

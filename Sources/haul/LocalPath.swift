@@ -15,6 +15,37 @@ enum LocalPath {
         if let problem = LocalDirectory.problem(path) { throw UsageError(message: problem) }
     }
 
+    /// The most a list of URLs (`-i`) may hold: more is not a list (`/dev/zero` given by mistake).
+    static let listLimit = 64 << 20
+
+    /// The text of the file at `path`, read to its end with `read(2)`: a pipe (`-i <(…)`), a FIFO
+    /// or `/dev/stdin` too, which Foundation's `String(contentsOfFile:)` refuses (it said
+    /// "permission denied" for them). Throws the one-line reason.
+    static func readText(_ path: String) throws(UsageError) -> String {
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { throw UsageError(message: systemReason(errno)) }
+        defer { close(descriptor) }
+        var status = stat()
+        if fstat(descriptor, &status) == 0, status.st_mode & S_IFMT == S_IFDIR { throw UsageError(message: "is a directory") }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 64 << 10)
+        while true {
+            let count = chunk.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
+            if count < 0, errno == EINTR { continue }
+            guard count >= 0 else { throw UsageError(message: systemReason(errno)) }
+            if count == 0 { break }
+            bytes += chunk[..<count]
+            if bytes.count > listLimit { throw UsageError(message: "larger than \(Format.bytes(Int64(listLimit))): not a list of URLs") }
+        }
+        guard let text = String(validating: bytes, as: UTF8.self) else { throw UsageError(message: "not UTF-8 text") }
+        return text
+    }
+
+    /// The system's words for `code`, lowercased as haul's messages are.
+    static func systemReason(_ code: Int32) -> String {
+        strerror(code).map { String(cString: $0).lowercased() } ?? "error \(code)"
+    }
+
     /// A one-line reason: the system's when Foundation kept it, else one for the usual codes
     /// (Foundation's own descriptions span lines).
     static func reason(_ error: any Error) -> String {

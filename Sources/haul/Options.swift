@@ -253,9 +253,9 @@ struct AddOptions: ParsableArguments {
         guard let inputFile else { return parsed }
         let contents: String
         do {
-            contents = try String(contentsOfFile: inputFile, encoding: .utf8)
+            contents = try LocalPath.readText(inputFile)
         } catch {
-            throw UsageError(message: "cannot read \(TerminalText.sanitize(inputFile)): \(LocalPath.reason(error))")
+            throw UsageError(message: "cannot read \(TerminalText.sanitize(inputFile)): \(error.message)")
         }
         for (number, line) in contents.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
             let text = line.trimmingWhitespace(newlines: true)

@@ -80,7 +80,7 @@ final class ProgressPrinter {
         }
         if isTerminal, now.timeIntervalSince(lastStatusLine) >= 0.25 {
             lastStatusLine = now
-            let active = ids.compactMap { snapshot[$0] }.filter { $0.state == .downloading }
+            let active = ids.compactMap { snapshot[$0] }.filter { $0.state == .downloading && !$0.finishing }
             if active.isEmpty {
                 clearStatusLine()
             } else {

@@ -473,17 +473,23 @@ import TestSupport
                 ids.append((try await h.session.schedule(h.server.url(path), to: .directory(h.directory)), path))
             }
             var mostAtOnce = 0
+            var finishing = 0
             let deadline = Date().addingTimeInterval(60)
             while Date() < deadline {
                 let snapshot = await h.session.snapshot()
                 // A download whose transfer is over holds no slot while its file is placed: it
-                // shows every byte and is not counted here.
-                mostAtOnce = max(mostAtOnce, snapshot.downloads.filter { $0.state == .downloading && $0.bytesOnDisk != $0.totalBytes }.count)
+                // says `finishing`, with every byte, and is not counted as downloading.
+                mostAtOnce = max(mostAtOnce, snapshot.downloads.filter { $0.state == .downloading && !$0.finishing }.count)
+                for download in snapshot.downloads where download.finishing {
+                    finishing += 1
+                    #expect(download.bytesOnDisk == download.totalBytes && download.bytesPerSecond == 0)
+                }
                 if snapshot.downloads.allSatisfy({ $0.state.isFinished }) { break }
                 try await Task.sleep(for: .milliseconds(5))
             }
             let snapshot = await h.session.snapshot()
             #expect(mostAtOnce == 8)
+            #expect(finishing > 0, "200 files placed, none seen being placed")
             #expect(h.server.peakConcurrentResponses <= 8, "the server saw more transfers at once than allowed")
             #expect(h.gets("/small/0.bin").count == 1)
             for (id, path) in ids {

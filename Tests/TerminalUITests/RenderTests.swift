@@ -169,6 +169,24 @@ import Testing
         #expect(!render(Fixture.state(width: 120, height: 20, downloads: downloads)).lines[2].text.contains("connecting"))
     }
 
+    /// A finished file being placed holds no slot: its row and the header say `finishing`, so the
+    /// rows counted as downloading never pass how many run at once.
+    @Test func aFileBeingPlacedSaysFinishingAndIsNotCountedAsDownloading() {
+        var placed = Fixture.download(8, "placed.bin", .downloading, done: 4096, total: 4096)
+        placed.finishing = true
+        var downloads = Fixture.downloads
+        downloads.append(placed)
+        let frame = render(Fixture.state(width: 200, height: 20, downloads: downloads))
+        let header = frame.lines[0].text
+        #expect(header.contains("1 downloading · 1 finishing · 1 waiting"), "\(header)")
+        let row = frame.lines.map(\.text).first { $0.contains("placed.bin") } ?? ""
+        #expect(row.contains(" finishing "), "\(row)")
+        #expect(!row.contains("downloading"), "\(row)")
+        placed.finishing = false
+        downloads[downloads.count - 1] = placed
+        #expect(render(Fixture.state(width: 200, height: 20, downloads: downloads)).lines[0].text.contains("2 downloading · 1 waiting"))
+    }
+
     @Test func headerCountsStatesSpeedSavingsAndFreeSpace() {
         let header = render(Fixture.state(width: 200, height: 20)).lines[0].text
         #expect(header.hasPrefix("haul  ↓ 5.2 MiB/s  1 downloading · 1 waiting · 1 queued · 1 paused · 1 failed · 1 completed · 1 cancelled"), "\(header)")

@@ -36,6 +36,27 @@ import TestSupport
         }
     }
 
+    /// `-i <(…)`, a FIFO, `/dev/stdin`: a list that is not a regular file is read to its end (the
+    /// first versions said `permission denied`, Foundation refusing to read a pipe).
+    @Test func aListOfURLsIsReadFromAPipe() async throws {
+        try await CLI.withServer { server, directory in
+            server.serve("/p1.bin", size: 70_000)
+            server.serve("/p2.bin", size: 90_000)
+            let list = "# piped\n\(server.url("/p1.bin").absoluteString)\n\(server.url("/p2.bin").absoluteString)\n"
+            // The writer blocks until haul opens the FIFO: the list comes through a pipe.
+            let run = try await HaulProcess(
+                ["get", "-i", "list.fifo", "-d", directory], in: directory, state: directory + "/.state",
+                shell: "mkfifo list.fifo && { printf '%s' \(shellQuoted(list)) > list.fifo & } &&"
+            ).wait()
+            #expect(run.status == 0, "\(run.stderr)")
+            #expect(sha256(ofFile: directory + "/p1.bin") == server.sha256("/p1.bin"))
+            #expect(sha256(ofFile: directory + "/p2.bin") == server.sha256("/p2.bin"))
+            let folder = try await CLI.haul(["get", "-i", directory], in: directory)
+            #expect(folder.status == 2)
+            #expect(folder.stderr == "haul: error: cannot read \(directory): is a directory\n")
+        }
+    }
+
     @Test func aWrongChecksumFailsTheRowAndKeepsThePart() async throws {
         try await CLI.withServer { server, directory in
             server.serve("/sum.bin", size: 200_000)
