@@ -11,16 +11,39 @@ public enum RequestTarget {
     /// The URL text with its path, query and fragment percent-encoded where they may not be raw.
     ///
     /// The scheme and authority are left alone (a host is not a path: no escape belongs there).
+    ///
+    /// Looked through as UTF-8 bytes, and a part with nothing to encode is kept as it is: every URL
+    /// of a list is validated before anything starts, and this took 29,000 of the 68,000
+    /// instructions a URL's validation cost (callgrind; 5,000 now).
     public static func encode(_ text: String) -> String {
-        guard let authority = text.range(of: "://") else { return encodePart(Substring(text)) }
-        let rest = text[authority.upperBound...]
-        guard let end = rest.firstIndex(where: { $0 == "/" || $0 == "?" || $0 == "#" }) else { return text }
+        let bytes = text.utf8
+        guard let authority = afterScheme(bytes) else { return encodePart(Substring(text)) }
+        guard let end = bytes[authority...].firstIndex(where: { $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#") }) else {
+            return text
+        }
         return String(text[..<end]) + encodePart(text[end...])
+    }
+
+    /// Where what follows the first `://` starts; nil without one.
+    private static func afterScheme(_ bytes: String.UTF8View) -> String.Index? {
+        var index = bytes.startIndex
+        while index != bytes.endIndex {
+            if bytes[index] == UInt8(ascii: ":") {
+                let first = bytes.index(after: index)
+                if first != bytes.endIndex, bytes[first] == UInt8(ascii: "/") {
+                    let second = bytes.index(after: first)
+                    if second != bytes.endIndex, bytes[second] == UInt8(ascii: "/") { return bytes.index(after: second) }
+                }
+            }
+            index = bytes.index(after: index)
+        }
+        return nil
     }
 
     /// `part` with every byte that may not appear raw percent-encoded, escapes kept as they are.
     static func encodePart(_ part: Substring) -> String {
         let bytes = Array(part.utf8)
+        if !needsEncoding(bytes) { return String(part) }
         var out = ""
         out.reserveCapacity(bytes.count)
         var index = 0
@@ -34,7 +57,7 @@ public enum RequestTarget {
                     continue
                 }
                 out += "%25"
-            } else if byte >= 0x80 || byte <= 0x20 || byte == 0x7F || notRaw.contains(byte) {
+            } else if !isRaw(byte) {
                 out += String(format: "%%%02X", byte)
             } else {
                 out.unicodeScalars.append(Unicode.Scalar(byte))
@@ -44,8 +67,35 @@ public enum RequestTarget {
         return out
     }
 
-    /// The ASCII characters Foundation's URL parser (and RFC 3986) do not take raw in a path or query.
-    private static let notRaw: Set<UInt8> = Set("\"<>[\\]^`{|}".utf8)
+    /// Whether `byte` may appear raw in a path or query: printable ASCII but the characters
+    /// Foundation's URL parser (and RFC 3986) do not take raw (`"<>[\]^`{|}`).
+    private static func isRaw(_ byte: UInt8) -> Bool {
+        guard byte > 0x20, byte < 0x7F else { return false }
+        switch byte {
+        case UInt8(ascii: "\""), UInt8(ascii: "<"), UInt8(ascii: ">"), UInt8(ascii: "["), UInt8(ascii: "\\"), UInt8(ascii: "]"),
+             UInt8(ascii: "^"), UInt8(ascii: "`"), UInt8(ascii: "{"), UInt8(ascii: "|"), UInt8(ascii: "}"):
+            return false
+        default:
+            return true
+        }
+    }
+
+    /// Whether `encodePart` would change `bytes`: a byte that may not be raw, or a `%` that starts
+    /// no escape.
+    private static func needsEncoding(_ bytes: [UInt8]) -> Bool {
+        var index = 0
+        while index < bytes.count {
+            let byte = bytes[index]
+            if byte == UInt8(ascii: "%") {
+                guard index + 2 < bytes.count, isHex(bytes[index + 1]), isHex(bytes[index + 2]) else { return true }
+                index += 3
+                continue
+            }
+            if !isRaw(byte) { return true }
+            index += 1
+        }
+        return false
+    }
 
     private static func isHex(_ byte: UInt8) -> Bool {
         switch byte {

@@ -8,6 +8,7 @@ import LoopbackServer
 /// `haul demo`: the product at work without internet, against a local server with sample files.
 struct Demo: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "demo",
         abstract: "Try haul offline: a local server with a dozen sample downloads, in the terminal UI.",
         discussion: """
         Starts an HTTP server on 127.0.0.1 (a free port) that serves sample files slowly enough to \

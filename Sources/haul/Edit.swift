@@ -93,6 +93,7 @@ struct QueueEditor {
 /// `haul add`: queue URLs; a runner starts them at once, else the next haul that runs the queue.
 struct Add: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "add",
         abstract: "Add URLs to the queue without downloading them yet.",
         discussion: """
         When a haul runs the queue, it gets them at once (through its control socket); else the next \
@@ -208,6 +209,7 @@ extension QueueEditCommand {
 
 struct Pause: QueueEditCommand {
     static let configuration = CommandConfiguration(
+        commandName: "pause",
         abstract: "Pause downloads by id (bytes kept); they stay paused when haul next runs the queue."
     )
     static let verb = "pause"
@@ -228,6 +230,7 @@ struct Pause: QueueEditCommand {
 
 struct Resume: QueueEditCommand {
     static let configuration = CommandConfiguration(
+        commandName: "resume",
         abstract: "Queue paused or failed downloads again by id; the next haul resumes them from their bytes.",
         discussion: """
         While a haul runs the queue, each starts at once: when no slot is free, the lowest running \
@@ -256,6 +259,7 @@ struct Resume: QueueEditCommand {
 
 struct Cancel: QueueEditCommand {
     static let configuration = CommandConfiguration(
+        commandName: "cancel",
         abstract: "Cancel downloads by id and delete their partial data (the only command that discards bytes)."
     )
     static let verb = "cancel"
@@ -276,6 +280,7 @@ struct Cancel: QueueEditCommand {
 
 struct Remove: QueueEditCommand {
     static let configuration = CommandConfiguration(
+        commandName: "remove",
         abstract: "Forget completed, failed or cancelled downloads by id; their files stay."
     )
     static let verb = "remove"

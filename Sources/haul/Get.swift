@@ -8,6 +8,7 @@ import Logging
 /// `haul get`: download URLs without the terminal UI, printing state changes and progress.
 struct Get: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "get",
         abstract: "Download URLs headless, printing one line per state change.",
         discussion: """
         Runs on the persisted queue: a download interrupted earlier (a signal, a crash, a dropped SSH \

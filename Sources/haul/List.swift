@@ -6,6 +6,7 @@ import Foundation
 /// `haul list`: the queue as the database holds it, as a table or JSON.
 struct List: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "list",
         abstract: "Print the queue: state, bytes, total, resume offset, path, URL and error of each download.",
         discussion: """
         Reads the queue without changing it. While a haul runs the queue, this asks it (through its \

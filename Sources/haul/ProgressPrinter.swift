@@ -17,6 +17,13 @@ final class ProgressPrinter {
     }
 
     private var said: [DownloadID: Said] = [:]
+    /// For each position of `ids` (the same list at every call of a run): the row last looked at,
+    /// and where it was in the snapshot. An unchanged row (the storage a snapshot shares) has
+    /// nothing new to say and costs no lookup (two lookups a row for every snapshot, on a queue
+    /// of thousands).
+    private var seenIDs: [DownloadID] = []
+    private var seenRows: [Download?] = []
+    private var seenAt: [Int] = []
     private var lastStatusLine = Date.distantPast
     private var statusLineShown = false
     private var lastUnsaved: String?
@@ -47,8 +54,25 @@ final class ProgressPrinter {
                 if json { write(Self.line(QueueListing.eventLine("unsaved", ["error": unsaved]))) }
             }
         }
-        for id in ids {
-            guard let download = snapshot[id] else { continue }
+        if seenIDs != ids {
+            seenIDs = ids
+            seenRows = Array(repeating: nil, count: ids.count)
+            seenAt = Array(repeating: -1, count: ids.count)
+        }
+        let rows = snapshot.downloads
+        for (position, id) in ids.enumerated() {
+            let download: Download
+            let at = seenAt[position]
+            if at >= 0, at < rows.count, rows[at].id == id {
+                download = rows[at]
+            } else {
+                guard let index = snapshot.position(of: id) else { continue }
+                seenAt[position] = index
+                download = rows[index]
+            }
+            // A progress line may be due for a running download without a change.
+            if let row = seenRows[position], row == download, isTerminal || download.state != .downloading { continue }
+            seenRows[position] = download
             var last = said[id] ?? Said()
             defer { said[id] = last }
             if last.restartCount != download.restartCount {

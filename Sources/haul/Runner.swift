@@ -11,6 +11,7 @@ import TerminalUI
 /// foreground for a service manager).
 struct Start: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "start",
         abstract: "Run the queue in the background, without a terminal; haul attaches to it, haul stop ends it.",
         discussion: """
         Starts a runner on the queue (downloads queued, running or paused by a stop resume), adds \
@@ -56,6 +57,7 @@ struct Start: AsyncParsableCommand {
 /// `haul stop`: pause everything, checkpoint, and end the queue's runner.
 struct Stop: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "stop",
         abstract: "Stop the queue's runner: pause everything, checkpoint, and wait for it to exit.",
         discussion: "Exit status: 0 once the runner exited; 1 when no haul runs the queue, or it could not save its latest changes."
     )

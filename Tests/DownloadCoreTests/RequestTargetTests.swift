@@ -119,6 +119,56 @@ import Testing
         #expect(bridged > 300, "escapes that are not UTF-8 are accepted")
     }
 
+    /// `encode` keeps a text with nothing to encode as it is and looks for `://` in bytes: the
+    /// same answer as encoding every byte of every part the first way (`reference`), for texts
+    /// built from the pieces that matter, with and without a scheme and an authority.
+    @Test func encodingGivesWhatEncodingEveryByteGave() {
+        var rng = SplitMix64(state: 0xE2C0_DE01)
+        var unchanged = 0
+        for round in 0..<3_000 {
+            let path = Self.randomPath(&rng)
+            for text in ["http://h.test/" + path, "https://ü.test:8080/" + path, path, "http://h.test", "x://a" + path] {
+                let expected = Self.reference(text)
+                #expect(RequestTarget.encode(text) == expected, "round \(round): \(text.debugDescription)")
+                if expected == text { unchanged += 1 }
+            }
+        }
+        #expect(unchanged > 3_000, "the generator must reach texts with nothing to encode")
+    }
+
+    /// How `encode` worked before its fast paths: a `://` found by characters, and every byte of
+    /// the rest looked at.
+    static func reference(_ text: String) -> String {
+        func part(_ part: Substring) -> String {
+            let bytes = Array(part.utf8)
+            let notRaw = Set("\"<>[\\]^`{|}".utf8)
+            func isHex(_ byte: UInt8) -> Bool { (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x46) || (byte >= 0x61 && byte <= 0x66) }
+            var out = ""
+            var index = 0
+            while index < bytes.count {
+                let byte = bytes[index]
+                if byte == UInt8(ascii: "%") {
+                    if index + 2 < bytes.count, isHex(bytes[index + 1]), isHex(bytes[index + 2]) {
+                        out += String(decoding: bytes[index...index + 2], as: UTF8.self)
+                        index += 3
+                        continue
+                    }
+                    out += "%25"
+                } else if byte >= 0x80 || byte <= 0x20 || byte == 0x7F || notRaw.contains(byte) {
+                    out += String(format: "%%%02X", byte)
+                } else {
+                    out.unicodeScalars.append(Unicode.Scalar(byte))
+                }
+                index += 1
+            }
+            return out
+        }
+        guard let authority = text.range(of: "://") else { return part(Substring(text)) }
+        let rest = text[authority.upperBound...]
+        guard let end = rest.firstIndex(where: { $0 == "/" || $0 == "?" || $0 == "#" }) else { return text }
+        return String(text[..<end]) + part(text[end...])
+    }
+
     static let pieces = [
         "%", "%2", "%20", "%25", "%2F", "%E9", "%C3%A9", "%C3", "%FF", "%e2%82%ac", "%F0%9F%91%8D", "%41", "%zz",
         "Ü", "é", "テ", "👍", "/", "?", "&", "=", ";", "+", "{", "}", "|", "\\", "^", "`", "\"", "<", ">", "[", "]",
