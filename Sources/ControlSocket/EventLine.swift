@@ -22,9 +22,11 @@ struct EventLine: Sendable, Hashable, Codable {
     var space: DiskReading?
     /// The limit on every transfer together, bytes per second (`SessionSnapshot.limit`); null for none.
     var limit: Int64?
+    /// What all transfers receive together, bytes per second (`SessionSnapshot.throughput`).
+    var throughput: Double?
 
     private enum CodingKeys: String, CodingKey {
-        case type, downloads, unsaved, removed, order, space, limit
+        case type, downloads, unsaved, removed, order, space, limit, throughput
         case maxActive = "max_active"
     }
 
@@ -32,7 +34,7 @@ struct EventLine: Sendable, Hashable, Codable {
     static func snapshot(_ snapshot: SessionSnapshot) -> EventLine {
         EventLine(
             type: .snapshot, downloads: snapshot.downloads, maxActive: snapshot.maxActive, unsaved: snapshot.unsaved, space: snapshot.space,
-            limit: snapshot.limit
+            limit: snapshot.limit, throughput: snapshot.throughput
         )
     }
 
@@ -43,9 +45,9 @@ struct EventLine: Sendable, Hashable, Codable {
         let order = new.downloads.map(\.id)
         let reordered = order != old.downloads.map(\.id)
         guard !changed.isEmpty || reordered || new.maxActive != old.maxActive || new.unsaved != old.unsaved || new.space != old.space
-            || new.limit != old.limit else { return nil }
+            || new.limit != old.limit || new.throughput != old.throughput else { return nil }
         return EventLine(type: .changes, downloads: changed, maxActive: new.maxActive, unsaved: new.unsaved,
-                         removed: removed, order: reordered ? order : nil, space: new.space, limit: new.limit)
+                         removed: removed, order: reordered ? order : nil, space: new.space, limit: new.limit, throughput: new.throughput)
     }
 
     /// The queue this line describes: the line's own for a snapshot, else `previous` with the changes.
@@ -55,6 +57,7 @@ struct EventLine: Sendable, Hashable, Codable {
             snapshot.unsaved = unsaved
             snapshot.space = space
             snapshot.limit = limit
+            snapshot.throughput = throughput
             return snapshot
         }
         var rows = Dictionary(previous.downloads.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
@@ -67,6 +70,7 @@ struct EventLine: Sendable, Hashable, Codable {
         snapshot.unsaved = unsaved
         snapshot.space = space
         snapshot.limit = limit
+        snapshot.throughput = throughput
         return snapshot
     }
 
@@ -82,6 +86,7 @@ struct EventLine: Sendable, Hashable, Codable {
         try container.encodeIfPresent(space, forKey: .space)
         // Null when there is none, like `unsaved`: a client must see a limit go away.
         try container.encode(limit, forKey: .limit)
+        try container.encodeIfPresent(throughput, forKey: .throughput)
     }
 }
 

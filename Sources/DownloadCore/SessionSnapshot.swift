@@ -21,6 +21,9 @@ public struct SessionSnapshot: Sendable, Hashable {
     public var space: DiskReading?
     /// The limit on all transfers together, in bytes per second; nil when there is none.
     public var limit: Int64?
+    /// Bytes per second all transfers received together over the last seconds (finished ones
+    /// included), as the session measured it; nil when not measured (the rows' speeds are summed).
+    public var throughput: Double?
     /// Where each download is in `downloads` (a lookup per id must not scan a long queue).
     private var positions: [DownloadID: Int]
 
@@ -58,9 +61,10 @@ public struct SessionSnapshot: Sendable, Hashable {
         return positions
     }
 
-    /// Sum of all smoothed speeds.
+    /// The speed of all transfers together: the session's `throughput`, else the sum of the rows'
+    /// smoothed speeds.
     public var totalBytesPerSecond: Double {
-        downloads.reduce(0) { $0 + $1.bytesPerSecond }
+        throughput ?? downloads.reduce(0) { $0 + $1.bytesPerSecond }
     }
 
     /// Bytes that resumes did not have to fetch again, over the whole queue.

@@ -163,6 +163,14 @@ public struct SessionStateMachine: Sendable {
     /// process gives the server new tries.
     private var protocolErrors: [DownloadID: Int] = [:]
     private var speedMeters: [DownloadID: SpeedMeter] = [:]
+    /// Bytes the transfers of this session received, finished ones included (`throughput`).
+    private var received: Int64 = 0
+    /// The bytes on disk each running attempt was last known to have, from which it receives.
+    private var receivedFrom: [DownloadID: Int64] = [:]
+    /// `received` over the last seconds: the header's speed. The rows' speeds do not add up to it
+    /// for small files (each meter needs two samples a tick apart; a file done in a quarter of a
+    /// second shows none), so a queue of them said `0 B/s` while it fetched megabytes a second.
+    private var throughputMeter = SpeedMeter()
     /// Completed downloads whose files are being placed. They hold no slot: their transfer is over
     /// and its bytes are synced, so the next download starts while the row is committed and the
     /// file is moved (or copied, across file systems); the row shows `completed` once placed.
@@ -243,7 +251,31 @@ public struct SessionStateMachine: Sendable {
         var snapshot = SessionSnapshot(downloads: all, maxActive: configuration.maxActive)
         snapshot.space = space
         snapshot.limit = configuration.limit
+        snapshot.throughput = throughput
         return snapshot
+    }
+
+    /// Bytes per second all transfers received together over the last seconds (`sampleThroughput`);
+    /// 0 while none runs.
+    public var throughput: Double {
+        running.isEmpty ? 0 : throughputMeter.bytesPerSecond
+    }
+
+    /// Records what the transfers received so far at `time` (seconds on a monotonic clock, as
+    /// `transferProgressed` takes it), after the ticks' `transferProgressed`.
+    ///
+    /// - Returns: whether `throughput` changed.
+    @discardableResult
+    public mutating func sampleThroughput(at time: Double) -> Bool {
+        let before = throughput
+        throughputMeter.record(bytes: received, at: time)
+        return throughput != before
+    }
+
+    /// `id` has `bytes` on disk: what it has more than last known was received.
+    private mutating func receive(_ id: DownloadID, upTo bytes: Int64) {
+        if let from = receivedFrom[id], bytes > from { received += bytes - from }
+        receivedFrom[id] = bytes
     }
 
     /// What happened since the last call, as entries stamped `time` (the owner's clock: the machine
@@ -948,6 +980,8 @@ public struct SessionStateMachine: Sendable {
             download.overlapChecked = info.checkedByOverlap
             download.bytesOnDisk = offset
         }
+        // What the response writes is received from here (a restart emptied the file).
+        if running[id] == attempt { receivedFrom[id] = download.bytesOnDisk }
         downloads[id] = download
     }
 
@@ -965,6 +999,7 @@ public struct SessionStateMachine: Sendable {
         _ id: DownloadID, attempt: AttemptID, bytesOnDisk: Int64, at time: Double, connections: Int? = nil
     ) -> Bool {
         guard running[id] == attempt, var download = downloads[id] else { return false }
+        receive(id, upTo: bytesOnDisk)
         var meter = speedMeters[id] ?? SpeedMeter()
         meter.record(bytes: bytesOnDisk, at: time)
         speedMeters[id] = meter
@@ -1028,6 +1063,8 @@ public struct SessionStateMachine: Sendable {
         }
         running[id] = nil
         speedMeters[id] = nil
+        receive(id, upTo: bytesOnDisk)
+        receivedFrom[id] = nil
         download.lastActive = now
         download.bytesOnDisk = bytesOnDisk
         download.bytesPerSecond = 0
@@ -1337,6 +1374,9 @@ public struct SessionStateMachine: Sendable {
         download.state = .downloading
         download.connecting = true
         downloads[id] = download
+        receivedFrom[id] = download.bytesOnDisk
+        // After a pause of every transfer, the speed is measured anew.
+        if running.isEmpty { throughputMeter.reset() }
         running[id] = attempt
         latestAttempt[id] = attempt
         speedMeters[id] = SpeedMeter()

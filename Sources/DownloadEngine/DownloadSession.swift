@@ -1023,6 +1023,7 @@ public actor DownloadSession {
                 changed = true
             }
         }
+        if machine.sampleThroughput(at: time) { changed = true }
         if journal != nil, lastCheckpoint.duration(to: .now) >= configuration.checkpointInterval {
             lastCheckpoint = .now
             checkpointRunning()

@@ -126,4 +126,17 @@ import Testing
         #expect(removed.applied(to: after).limit == nil)
         #expect(EventLine.changes(from: after, to: after) == nil)
     }
+
+    /// An attached screen's header shows the session's measured speed, not its rows' sum.
+    @Test func theEventStreamCarriesTheSessionsSpeed() throws {
+        let before = SessionSnapshot(downloads: [], maxActive: 3)
+        var after = before
+        after.throughput = 1_500_000
+        let line = try #require(EventLine.changes(from: before, to: after), "a new speed is a change")
+        let encoded = try #require(String(data: Wire.encode(line), encoding: .utf8))
+        #expect(encoded.contains(#""throughput":1500000"#), "\(encoded)")
+        let decoded = try JSONDecoder().decode(EventLine.self, from: Wire.encode(line))
+        #expect(decoded.applied(to: before).totalBytesPerSecond == 1_500_000)
+        #expect(EventLine.snapshot(after).applied(to: nil).throughput == 1_500_000)
+    }
 }

@@ -195,6 +195,19 @@ import Testing
         #expect(header.contains("3 at once"))
     }
 
+    /// The session's measured speed wins over the rows' sum (small files finish between the
+    /// samples that give a row its speed).
+    @Test func theHeaderShowsTheSessionsMeasuredSpeed() {
+        var state = Fixture.state(width: 200, height: 20)
+        var snapshot = state.snapshot
+        snapshot.throughput = 3 * 1024 * 1024
+        state.apply(snapshot)
+        #expect(render(state).lines[0].text.hasPrefix("haul  ↓ 3.0 MiB/s  "), "\(render(state).lines[0].text)")
+        snapshot.throughput = 0
+        state.apply(snapshot)
+        #expect(render(state).lines[0].text.hasPrefix("haul  ↓ 0 B/s  "))
+    }
+
     @Test func detailsMaskThePasswordAndShowTheHistory() {
         var state = Fixture.state(width: 120, height: 30)
         state.showDetails = true
