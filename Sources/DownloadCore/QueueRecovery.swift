@@ -21,6 +21,8 @@ public enum QueueRecovery {
         /// records it as placed (`SessionStateMachine.finalized`), which runs what follows a
         /// placement (the `complete` hook).
         public var placed: StampedFile?
+        /// With `placed`, the files it placed for the download's other requesters, in their order.
+        public var placedExtras: [StampedFile] = []
     }
 
     /// Reconciles a persisted download with its part file.
@@ -35,10 +37,13 @@ public enum QueueRecovery {
     ///   - placedCandidates: for a completed download with its part file's stamp and neither a
     ///     completed path nor a part file (`placementStamp`), where its placement may have moved
     ///     it, with their stamps: its exact path, or in its directory the files under the names a
-    ///     placement tries in turn (`name`, `name.1`, …).
+    ///     placement tries in turn (`name`, `name.1`, …); and the file it replaces there, if any.
+    ///   - extraCandidates: the same for each of its other requesters, in their order (a hard link
+    ///     or a copy of the file keeps its stamp).
     public static func plan(
         _ download: Download, partLength: Int64?, checkpointBoot: String?, checkpointSynced: Bool = true,
-        currentBoot: String?, destinationFileLength: Int64? = nil, placedCandidates: [StampedFile] = []
+        currentBoot: String?, destinationFileLength: Int64? = nil, placedCandidates: [StampedFile] = [],
+        extraCandidates: [[StampedFile]] = []
     ) -> Plan {
         var download = download
         download.bytesPerSecond = 0
@@ -62,10 +67,11 @@ public enum QueueRecovery {
             // is the one with the part file's stamp (a rename keeps its size and modification time
             // to the nanosecond), never one that merely has its name and length.
             if let partStamp = placementStamp(download) {
-                if let placed = placedCandidates.first(where: { $0.stamp == partStamp }) {
+                if let (placed, extras) = placedFiles(download, stamp: partStamp, primary: placedCandidates, extras: extraCandidates) {
+                    let also = extras.isEmpty ? "" : " (and for its other requesters at \(extras.map(\.path).joined(separator: ", ")))"
                     return Plan(
                         download: download, truncateTo: nil, needsFinalize: false,
-                        note: "found the file the previous process placed at \(placed.path)", placed: placed
+                        note: "found the file the previous process placed at \(placed.path)\(also)", placed: placed, placedExtras: extras
                     )
                 }
             } else if case .file(let path) = download.destination, let length = destinationFileLength,
@@ -112,14 +118,29 @@ public enum QueueRecovery {
         return Plan(download: download, truncateTo: nil, needsFinalize: false, note: nil)
     }
 
-    /// The finished part file's stamp, when recovery should look for the file `download`'s
-    /// placement moved: it is completed, holds that stamp and no completed path, and its one file
-    /// was to be moved to its destination (no other requester, nothing it replaces).
+    /// The finished part file's stamp, when recovery should look for the files `download`'s
+    /// placement made: it is completed, holds that stamp and no completed path.
     public static func placementStamp(_ download: Download) -> FileStamp? {
-        guard download.state == .completed, download.completedPaths.isEmpty, download.completedStamps.count == 1,
-              download.extraDestinations.isEmpty, download.replacing.isEmpty
-        else { return nil }
+        guard download.state == .completed, download.completedPaths.isEmpty, download.completedStamps.count == 1 else { return nil }
         return download.completedStamps[0]
+    }
+
+    /// The file of every requester of `download`, each a different file with the part file's
+    /// `stamp` among its candidates; nil unless every one is found (the download then starts
+    /// over, as it would have: a file of a requester is never left unplaced).
+    private static func placedFiles(
+        _ download: Download, stamp: FileStamp, primary: [StampedFile], extras: [[StampedFile]]
+    ) -> (StampedFile, [StampedFile])? {
+        guard let placed = primary.first(where: { $0.stamp == stamp }), extras.count >= download.extraDestinations.count else { return nil }
+        var taken: Set<String> = [placed.path]
+        var found: [StampedFile] = []
+        for candidates in extras.prefix(download.extraDestinations.count) {
+            // Two requesters in one directory each have a file of their own (a link, or a copy).
+            guard let file = candidates.first(where: { $0.stamp == stamp && !taken.contains($0.path) }) else { return nil }
+            taken.insert(file.path)
+            found.append(file)
+        }
+        return (placed, found)
     }
 
     /// A segmented part file has holes, so its length proves nothing: the parts stored (fsync'd before

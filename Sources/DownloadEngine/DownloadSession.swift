@@ -493,18 +493,16 @@ public actor DownloadSession {
                 let partLength = FileSync.length(download.partPath)
                 var destinationLength: Int64?
                 if case .file(let path) = download.destination { destinationLength = FileSync.length(path) }
-                // Placed, and the process died before the commit that named the file.
-                var candidates: [StampedFile] = []
+                // Placed, and the process died before the commit that named the files.
+                var candidates: [[StampedFile]] = []
                 if partLength == nil, QueueRecovery.placementStamp(download) != nil {
-                    switch download.destination {
-                    case .file(let path): candidates = FileSync.stamp(path).map { [StampedFile(path: path, stamp: $0)] } ?? []
-                    case .directory(let directory): candidates = FilePlacement.candidates(in: directory, name: Self.fileName(download))
-                    }
+                    candidates = (0...download.extraDestinations.count).map { Self.placementCandidates(download, requester: $0) }
                 }
                 let plan = QueueRecovery.plan(
                     download, partLength: partLength, checkpointBoot: stored.checkpointBoots[download.id],
                     checkpointSynced: !stored.unsyncedCheckpoints.contains(download.id),
-                    currentBoot: boot, destinationFileLength: destinationLength, placedCandidates: candidates
+                    currentBoot: boot, destinationFileLength: destinationLength, placedCandidates: candidates.first ?? [],
+                    extraCandidates: Array(candidates.dropFirst())
                 )
                 if let length = plan.truncateTo { _ = FileSync.cut(download.partPath, to: length) }
                 // What the checkpoint will claim from now on must be on stable storage.
@@ -534,7 +532,8 @@ public actor DownloadSession {
             machine.needsPlacing(plan.download.id)
             if let placed = plan.placed {
                 // Moved already: only recorded.
-                actions += machine.finalized(plan.download.id, paths: [placed.path], stamps: [placed.stamp])
+                let files = [placed] + plan.placedExtras
+                actions += machine.finalized(plan.download.id, paths: files.map(\.path), stamps: files.map(\.stamp))
             } else {
                 actions += await finalize(plan.download.id)
             }
@@ -973,8 +972,15 @@ public actor DownloadSession {
             let primaryTarget = targets[0]
             let extraTargets = targets.dropFirst()
             var extras: [String] = []
+            let sourceStamp = FileSync.stamp(source)
             do throws(FilePlacement.Failure) {
                 for extra in extraTargets {
+                    // A file an earlier placement of this one made for the requester (a process
+                    // that died before its move) is taken, never placed again beside itself.
+                    if let sourceStamp, let earlier = FilePlacement.earlierPlacement(of: sourceStamp, at: extra, name: name, besides: extras) {
+                        extras.append(earlier)
+                        continue
+                    }
                     extras.append(try FilePlacement.place(source, at: extra, name: name, move: false))
                 }
                 let primary = try FilePlacement.place(source, at: primaryTarget, name: name, move: true)
@@ -1262,6 +1268,24 @@ public actor DownloadSession {
 
     private func checkOpen() throws(TransitionError) {
         if isShutDown { throw .invalidArgument("the session is shut down") }
+    }
+
+    /// Where the placement of `download`'s file for requester `requester` (0: the first, then its
+    /// other destinations in order) may have put it, with the stamps found there: the file it was
+    /// to replace, then its exact path, or the names a placement tries in its directory.
+    private static func placementCandidates(_ download: Download, requester: Int) -> [StampedFile] {
+        var found: [StampedFile] = []
+        if download.replacing.indices.contains(requester), let stamp = FileSync.stamp(download.replacing[requester]) {
+            found.append(StampedFile(path: download.replacing[requester], stamp: stamp))
+        }
+        let destination = requester == 0 ? download.destination : download.extraDestinations[requester - 1]
+        switch destination {
+        case .file(let path):
+            if let stamp = FileSync.stamp(path), !found.contains(where: { $0.path == path }) { found.append(StampedFile(path: path, stamp: stamp)) }
+        case .directory(let directory):
+            found += FilePlacement.candidates(in: directory, name: fileName(download)).filter { candidate in !found.contains { $0.path == candidate.path } }
+        }
+        return found
     }
 
     /// The name a download's file takes in a directory: the server's, else the URL's.

@@ -72,6 +72,17 @@ enum FilePlacement {
         }
     }
 
+    /// The file at `destination` with the source's `stamp` (a link to it, or a copy haul made,
+    /// which keeps its size and modification time), other than those in `besides`; nil when none.
+    static func earlierPlacement(of stamp: FileStamp, at destination: Destination, name: String, besides: [String]) -> String? {
+        switch destination {
+        case .file(let path):
+            return FileSync.stamp(path) == stamp && !besides.contains(path) ? path : nil
+        case .directory(let directory):
+            return candidates(in: directory, name: name).first { $0.stamp == stamp && !besides.contains($0.path) }?.path
+        }
+    }
+
     private static func linkOrCopy(_ source: String, to path: String) throws(Failure) {
         if DirectoryLock.change(path, { link(source, path) }) == 0 { return }
         guard try copy(source, toNew: path) else { throw Failure("create", path, EEXIST) }
@@ -95,7 +106,22 @@ enum FilePlacement {
         defer { buffer.deallocate() }
         while true {
             let count = read(input, buffer, size)
-            if count == 0 { return true }
+            if count == 0 {
+                // The source's times, as a link would have them: the copy keeps the part file's
+                // stamp, by which a recovery knows it (`QueueRecovery`).
+                var status = stat()
+                if fstat(input, &status) == 0 {
+                    var times = [status.st_atim, status.st_mtim]
+                    _ = futimens(output, &times)
+                }
+                // On stable storage before any commit names it, as the part file was.
+                guard fsync(output) == 0 else {
+                    let code = errno
+                    unlink(path)
+                    throw Failure("write", path, code)
+                }
+                return true
+            }
             if count < 0 {
                 if errno == EINTR { continue }
                 let code = errno

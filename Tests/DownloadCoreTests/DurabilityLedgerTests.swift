@@ -557,7 +557,7 @@ import Testing
         #expect(!m.isQuiet)
         let finished = m.transferFinished(id, attempt: attempt, outcome: .completed, bytesOnDisk: 10, now: Date(), jitter: 0)
         #expect(finished.contains(.finalize(id)))
-        // Being placed: it holds its slot, and its placement is an event on its way.
+        // Being placed: it holds no slot, but its placement is an event on its way.
         #expect(!m.isQuiet)
         _ = m.finalized(id, paths: ["/d/file.bin"])
         #expect(m.isQuiet)

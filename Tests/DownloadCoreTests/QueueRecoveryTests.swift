@@ -177,17 +177,58 @@ import Testing
         #expect(plan.download.completedStamps.isEmpty, "the stamp of a file that is gone")
     }
 
-    @Test func aFileWithOtherRequestersOrNoPartStampIsNotLookedFor() throws {
-        let stamp = FileStamp(size: 1000, modified: 1_700_000_000_123_456_789)
-        #expect(QueueRecovery.placementStamp(try movedIntoItsDirectory(extraDestination: true)) == nil)
+    @Test func aPlacedAndNamedFileIsNotLookedFor() throws {
         var placed = try movedIntoItsDirectory()
         placed.completedPaths = ["/d/f.bin"]
         #expect(QueueRecovery.placementStamp(placed) == nil, "placed and named")
-        let plan = QueueRecovery.plan(
-            try movedIntoItsDirectory(extraDestination: true), partLength: nil, checkpointBoot: "b1", currentBoot: "b1",
-            placedCandidates: [StampedFile(path: "/d/f.bin", stamp: stamp)]
+        var unstamped = try movedIntoItsDirectory()
+        unstamped.completedStamps = []
+        #expect(QueueRecovery.placementStamp(unstamped) == nil, "a row from before part files were stamped")
+    }
+
+    /// Another requester's file is a link to the moved one, or a copy with its times: it has the
+    /// part file's stamp too. Each requester gets a file of its own; one not found is fetched
+    /// again (a requester's file is never left unplaced).
+    @Test func theFilesOfOtherRequestersAreKnownByTheSameStamp() throws {
+        let download = try movedIntoItsDirectory(extraDestination: true)
+        let stamp = download.completedStamps[0]
+        #expect(QueueRecovery.placementStamp(download) == stamp)
+        let found = QueueRecovery.plan(
+            download, partLength: nil, checkpointBoot: "b1", currentBoot: "b1",
+            placedCandidates: [StampedFile(path: "/d/f.bin", stamp: stamp)],
+            extraCandidates: [[StampedFile(path: "/e/f.bin", stamp: FileStamp(size: 1000, modified: 9)), StampedFile(path: "/e/f.bin.1", stamp: stamp)]]
         )
-        #expect(plan.placed == nil)
+        #expect(found.placed == StampedFile(path: "/d/f.bin", stamp: stamp))
+        #expect(found.placedExtras == [StampedFile(path: "/e/f.bin.1", stamp: stamp)])
+        #expect(found.download.restartCount == 0)
+        #expect(found.note == "found the file the previous process placed at /d/f.bin (and for its other requesters at /e/f.bin.1)")
+        let missing = QueueRecovery.plan(
+            download, partLength: nil, checkpointBoot: "b1", currentBoot: "b1",
+            placedCandidates: [StampedFile(path: "/d/f.bin", stamp: stamp)],
+            extraCandidates: [[StampedFile(path: "/e/f.bin", stamp: FileStamp(size: 1000, modified: 9))]]
+        )
+        #expect(missing.placed == nil)
+        #expect(missing.download.state == .queued, "fetched again")
+        #expect(QueueRecovery.plan(download, partLength: nil, checkpointBoot: "b1", currentBoot: "b1",
+                                   placedCandidates: [StampedFile(path: "/d/f.bin", stamp: stamp)]).placed == nil,
+                "no candidates for the other requester")
+    }
+
+    /// Two requesters in one directory: the two files with the stamp, one each.
+    @Test func twoRequestersInOneDirectoryTakeOneFileEach() throws {
+        var download = try movedIntoItsDirectory(extraDestination: true)
+        download.extraDestinations = [.directory("/d")]
+        let stamp = download.completedStamps[0]
+        let both = [StampedFile(path: "/d/f.bin", stamp: stamp), StampedFile(path: "/d/f.bin.1", stamp: stamp)]
+        let plan = QueueRecovery.plan(
+            download, partLength: nil, checkpointBoot: "b1", currentBoot: "b1", placedCandidates: both, extraCandidates: [both]
+        )
+        #expect(plan.placed?.path == "/d/f.bin")
+        #expect(plan.placedExtras.map(\.path) == ["/d/f.bin.1"])
+        let one = QueueRecovery.plan(
+            download, partLength: nil, checkpointBoot: "b1", currentBoot: "b1", placedCandidates: [both[0]], extraCandidates: [[both[0]]]
+        )
+        #expect(one.placed == nil, "one file cannot be both requesters'")
     }
 
     @Test func aFileMovedToItsExactPathIsTakenOnlyWithThePartFilesStamp() throws {

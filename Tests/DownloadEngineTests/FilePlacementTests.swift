@@ -73,9 +73,12 @@ import Darwin
         defer { unlink(part) }
         try write("across", to: part)
         try write("a person's", to: directory.path("f.bin"))
+        let partStamp = try #require(FileSync.stamp(part))
         let placed = try FilePlacement.place(part, at: .directory(directory.path), name: "f.bin", move: true)
         #expect(placed == directory.path("f.bin.1"))
         #expect(read(placed) == "across")
+        // The copy has the part file's times: a recovery knows it by the part file's stamp.
+        #expect(FileSync.stamp(placed) == partStamp)
         #expect(read(directory.path("f.bin")) == "a person's")
         #expect(!FileManager.default.fileExists(atPath: part))
     }
@@ -91,5 +94,23 @@ import Darwin
         #expect(placed == other + "/f.bin")
         #expect(read(placed) == "shared")
         #expect(read(part) == "shared")
+    }
+
+    /// What an earlier placement made for a requester (a link, or a copy with the part file's
+    /// stamp) is found, and nothing else: not a file named so with another stamp, not one taken.
+    @Test func anEarlierPlacementIsFoundByTheSourcesStamp() throws {
+        let directory = try TemporaryDirectory("placement")
+        let part = directory.path("f.bin.part")
+        try write("shared", to: part)
+        let stamp = try #require(FileSync.stamp(part))
+        let other = directory.path("other")
+        try FileManager.default.createDirectory(atPath: other, withIntermediateDirectories: false)
+        #expect(FilePlacement.earlierPlacement(of: stamp, at: .directory(other), name: "f.bin", besides: []) == nil)
+        try write("a person's", to: other + "/f.bin")
+        #expect(link(part, other + "/f.bin.1") == 0)
+        #expect(FilePlacement.earlierPlacement(of: stamp, at: .directory(other), name: "f.bin", besides: []) == other + "/f.bin.1")
+        #expect(FilePlacement.earlierPlacement(of: stamp, at: .directory(other), name: "f.bin", besides: [other + "/f.bin.1"]) == nil)
+        #expect(FilePlacement.earlierPlacement(of: stamp, at: .file(other + "/f.bin.1"), name: "f.bin", besides: []) == other + "/f.bin.1")
+        #expect(FilePlacement.earlierPlacement(of: stamp, at: .file(other + "/f.bin"), name: "f.bin", besides: []) == nil)
     }
 }

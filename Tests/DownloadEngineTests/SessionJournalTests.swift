@@ -459,6 +459,64 @@ import TestSupport
         }
     }
 
+    /// A URL asked for twice: the other requester's file is a link to the moved one (its stamp),
+    /// made before the move. The process died before the commit that named them: both are found,
+    /// nothing is fetched again and no file is placed beside itself.
+    @Test func theFilesOfEveryRequesterPlacedBeforeTheCommitAreFoundByTheirStamp() async throws {
+        try await Bench.with { bench in
+            let size = 200_000
+            bench.server.serve("/q.bin", size: size)
+            let other = bench.path("other")
+            try FileManager.default.createDirectory(atPath: other, withIntermediateDirectories: true)
+            let moved = bench.path("q.bin")
+            #expect(FileManager.default.createFile(atPath: moved, contents: Data(bench.server.content("/q.bin"))))
+            #expect(link(moved, other + "/q.bin") == 0)
+            var row = completedRow(bench, "/q.bin", size: size, destination: .directory(bench.directory), partPath: bench.path("q.bin.part"))
+            row.extraDestinations = [.directory(other)]
+            row.completedStamps = [try stamp(moved)]
+            try bench.seed(row, boot: nil)
+
+            let session = bench.session()
+            let notes = await session.restore(try bench.database.loadQueue(), startPending: true)
+            #expect(notes == ["[1] found the file the previous process placed at \(moved) (and for its other requesters at \(other)/q.bin)"])
+            let done = try await waitFor(session, row.id) { $0.completedPath != nil }
+            #expect(done.completedPaths == [moved, other + "/q.bin"])
+            #expect(bench.server.requests("/q.bin").isEmpty, "nothing fetched again")
+            #expect(!FileManager.default.fileExists(atPath: bench.path("q.bin.1")))
+            #expect(!FileManager.default.fileExists(atPath: other + "/q.bin.1"))
+            await session.shutdown()
+            #expect(try bench.stored(row.id)?.completedPaths == [moved, other + "/q.bin"])
+        }
+    }
+
+    /// The process died after it linked the other requester's file and before it moved the part
+    /// file: the placement now takes that link, never a second file beside it.
+    @Test func aRequestersFileMadeBeforeACrashIsTakenNotPlacedAgain() async throws {
+        try await Bench.with { bench in
+            let size = 200_000
+            bench.server.serve("/r.bin", size: size)
+            let other = bench.path("other")
+            try FileManager.default.createDirectory(atPath: other, withIntermediateDirectories: true)
+            let part = bench.path("r.bin.part")
+            #expect(FileManager.default.createFile(atPath: part, contents: Data(bench.server.content("/r.bin"))))
+            #expect(link(part, other + "/r.bin") == 0)
+            var row = completedRow(bench, "/r.bin", size: size, destination: .directory(bench.directory), partPath: part)
+            row.extraDestinations = [.directory(other)]
+            row.completedStamps = [try stamp(part)]
+            try bench.seed(row, boot: nil)
+
+            let session = bench.session()
+            await session.restore(try bench.database.loadQueue(), startPending: true)
+            let done = try await waitFor(session, row.id) { $0.completedPath != nil }
+            #expect(done.completedPaths == [bench.path("r.bin"), other + "/r.bin"])
+            #expect(bench.server.requests("/r.bin").isEmpty)
+            #expect(!FileManager.default.fileExists(atPath: other + "/r.bin.1"), "the link made before the crash is the requester's file")
+            #expect(!FileManager.default.fileExists(atPath: part))
+            #expect(sha256(ofFile: other + "/r.bin") == bench.server.sha256("/r.bin"))
+            await session.shutdown()
+        }
+    }
+
     @Test func storedPositionsAreRewrittenOnlyWhenTheyAreNotTheQueueOrder() async throws {
         try await Bench.with { bench in
             // Given three paused rows stored at positions 5, 9 and 2 (queue order: 3, 1, 2)
