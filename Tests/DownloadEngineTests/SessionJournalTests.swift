@@ -459,22 +459,30 @@ import TestSupport
         }
     }
 
+    /// A completed row of `path` (200,000 bytes, served) asked for in the bench's directory and in
+    /// `other`, as a process left it that wrote the file at `madeAt` (its part file or where it
+    /// moved it) and linked it for the other requester, then died; seeded in the store.
+    func askedForTwice(_ bench: Bench, _ path: String, madeAt file: String) throws -> (row: Download, other: String) {
+        let size = 200_000
+        bench.server.serve(path, size: size)
+        let other = bench.path("other")
+        try FileManager.default.createDirectory(atPath: other, withIntermediateDirectories: true)
+        #expect(FileManager.default.createFile(atPath: file, contents: Data(bench.server.content(path))))
+        #expect(link(file, other + path) == 0)
+        var row = completedRow(bench, path, size: size, destination: .directory(bench.directory), partPath: bench.path(String(path.dropFirst()) + ".part"))
+        row.extraDestinations = [.directory(other)]
+        row.completedStamps = [try stamp(file)]
+        try bench.seed(row, boot: nil)
+        return (row, other)
+    }
+
     /// A URL asked for twice: the other requester's file is a link to the moved one (its stamp),
     /// made before the move. The process died before the commit that named them: both are found,
     /// nothing is fetched again and no file is placed beside itself.
     @Test func theFilesOfEveryRequesterPlacedBeforeTheCommitAreFoundByTheirStamp() async throws {
         try await Bench.with { bench in
-            let size = 200_000
-            bench.server.serve("/q.bin", size: size)
-            let other = bench.path("other")
-            try FileManager.default.createDirectory(atPath: other, withIntermediateDirectories: true)
             let moved = bench.path("q.bin")
-            #expect(FileManager.default.createFile(atPath: moved, contents: Data(bench.server.content("/q.bin"))))
-            #expect(link(moved, other + "/q.bin") == 0)
-            var row = completedRow(bench, "/q.bin", size: size, destination: .directory(bench.directory), partPath: bench.path("q.bin.part"))
-            row.extraDestinations = [.directory(other)]
-            row.completedStamps = [try stamp(moved)]
-            try bench.seed(row, boot: nil)
+            let (row, other) = try askedForTwice(bench, "/q.bin", madeAt: moved)
 
             let session = bench.session()
             let notes = await session.restore(try bench.database.loadQueue(), startPending: true)
@@ -493,17 +501,8 @@ import TestSupport
     /// file: the placement now takes that link, never a second file beside it.
     @Test func aRequestersFileMadeBeforeACrashIsTakenNotPlacedAgain() async throws {
         try await Bench.with { bench in
-            let size = 200_000
-            bench.server.serve("/r.bin", size: size)
-            let other = bench.path("other")
-            try FileManager.default.createDirectory(atPath: other, withIntermediateDirectories: true)
             let part = bench.path("r.bin.part")
-            #expect(FileManager.default.createFile(atPath: part, contents: Data(bench.server.content("/r.bin"))))
-            #expect(link(part, other + "/r.bin") == 0)
-            var row = completedRow(bench, "/r.bin", size: size, destination: .directory(bench.directory), partPath: part)
-            row.extraDestinations = [.directory(other)]
-            row.completedStamps = [try stamp(part)]
-            try bench.seed(row, boot: nil)
+            let (row, other) = try askedForTwice(bench, "/r.bin", madeAt: part)
 
             let session = bench.session()
             await session.restore(try bench.database.loadQueue(), startPending: true)
