@@ -143,6 +143,12 @@ struct HTTPClients: Sendable {
         }
     }
 
+    /// How long a TLS connection haul closes (a download paused, cancelled or stopped at exit) waits
+    /// for the server's `close_notify` before it closes anyway. NIOSSL's default, 5 s, held every
+    /// exit with an https download running until the 1.8 s watchdog (`Interruption`) ended it:
+    /// `HTTPClient.shutdown` waits for its connections to close.
+    static let tlsShutdownTimeout = TimeAmount.milliseconds(100)
+
     private static func client(_ settings: Settings, proxy: ProxySettings.Server?) -> HTTPClient {
         var configuration = HTTPClient.Configuration(
             // Followed by the transfer itself, which checks every hop (`Redirects`).
@@ -161,12 +167,11 @@ struct HTTPClients: Sendable {
         // own backoff and says why on the row. AsyncHTTPClient would otherwise try again silently
         // until the connect timeout, and the row would say "connecting…" for ten seconds.
         configuration.connectionPool.retryConnectionEstablishment = false
-        if let certificates = settings.caCertificates {
-            // Like curl's --cacert: these roots replace the system's.
-            var tls = TLSConfiguration.makeClientConfiguration()
-            tls.trustRoots = .certificates(certificates)
-            configuration.tlsConfiguration = tls
-        }
+        var tls = TLSConfiguration.makeClientConfiguration()
+        // Like curl's --cacert: these roots replace the system's.
+        if let certificates = settings.caCertificates { tls.trustRoots = .certificates(certificates) }
+        tls.shutdownTimeout = Self.tlsShutdownTimeout
+        configuration.tlsConfiguration = tls
         if let proxy {
             let authorization = proxy.user.map { HTTPClient.Authorization.basic(username: $0, password: proxy.password ?? "") }
             configuration.proxy = .server(host: proxy.host, port: proxy.port, authorization: authorization)

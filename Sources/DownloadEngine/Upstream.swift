@@ -65,6 +65,7 @@ struct Upstream: Sendable {
         var configuration = TLSConfiguration.makeClientConfiguration()
         if let certificates { configuration.trustRoots = .certificates(certificates) }
         configuration.applicationProtocols = ["http/1.1"]
+        configuration.shutdownTimeout = HTTPClients.tlsShutdownTimeout
         return try? NIOSSLContext(configuration: configuration)
     }
 

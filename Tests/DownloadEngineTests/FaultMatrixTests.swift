@@ -393,6 +393,30 @@ import TestSupport
 
     // MARK: 13. TLS
 
+    /// A connection haul closes sends `close_notify` and waited up to NIOSSL's 5 s for the
+    /// server's, which a server busy sending never read: every exit with an https download running
+    /// took until the 1.8 s watchdog of `haul get` and the UI. A server that stalls with the
+    /// connection open answers nothing either.
+    @Test("27: a shutdown with an https download running ends at once, whatever the server does with close_notify")
+    func aShutdownDuringAnHTTPSDownloadIsPrompt() async throws {
+        let tls = try await TLSFixture()
+        defer { tls.remove() }
+        let server = try await LoopbackServer.start(tls: tls.files)
+        defer { Task { await server.shutdown() } }
+        var faults = Faults()
+        faults.stallAfterBytes = 300_000
+        server.serve("/big.bin", size: 8_000_000, faults: faults)
+        try await Harness.with({ $0.caCertificatePath = tls.files.certificatePath }) { h in
+            let id = try await h.session.schedule(server.url("/big.bin"), to: .file(h.path("big.bin")))
+            try await h.wait(id) { $0.bytesOnDisk > 0 }
+            let started = ContinuousClock.now
+            await h.session.shutdown()
+            let took = started.duration(to: .now)
+            #expect(took < .seconds(1.5), "\(took)")
+            #expect(FileManager.default.fileExists(atPath: h.path("big.bin.part")), "the bytes stay")
+        }
+    }
+
     @Test("13: a self-signed server fails at once with a clear certificate error; its CA makes it work")
     func aSelfSignedServerNeedsItsCA() async throws {
         let tls = try await TLSFixture()
