@@ -43,6 +43,9 @@ public enum Redirects {
         guard let host = target.host, !host.isEmpty else {
             return .refuse(reason: "HTTP \(status) redirect to an invalid URL '\(shown)'")
         }
+        if let problem = URLValidation.portProblem(target) {
+            return .refuse(reason: "HTTP \(status) redirect to '\(shown)': \(problem)")
+        }
         if current.scheme?.lowercased() == "https", scheme == "http", !allowDowngrade {
             return .refuse(reason: "refused a redirect from https to http: \(target.redactingPassword) (--allow-downgrade allows it)")
         }

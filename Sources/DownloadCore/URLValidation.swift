@@ -39,7 +39,16 @@ public enum URLValidation {
         guard let host = components.host, !host.isEmpty else {
             throw Invalid(input: text, reason: "no host")
         }
+        if let problem = portProblem(url) { throw Invalid(input: text, reason: problem) }
         if let problem = RequestTarget.problem(url) { throw Invalid(input: text, reason: problem) }
         return url
+    }
+
+    /// Why `url`'s port is not one a connection can go to (0, or above 65535, which the URL
+    /// parser takes); nil when it has none or a good one. A port that does not fit in 16 bits
+    /// stopped haul with a trap in SwiftNIO's address for an IP literal over https.
+    public static func portProblem(_ url: URL) -> String? {
+        guard let port = url.port, !(1...65535).contains(port) else { return nil }
+        return "port \(port) is not between 1 and 65535"
     }
 }

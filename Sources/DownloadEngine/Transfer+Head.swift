@@ -19,6 +19,8 @@ extension Transfer {
     /// Plain http without a proxy goes on a socket of haul's own (`DirectStream`); the rest through
     /// AsyncHTTPClient, by the route `HTTPClients` gives it.
     func response(to url: URL, range: ClosedRange<Int64>?, ifRange: String?) async throws -> (any ResponseBody, HTTPResponseHead, URL?) {
+        // Added and redirected URLs are checked before; a row stored by an older haul is not.
+        if let problem = URLValidation.portProblem(url) { throw Refused(reason: "cannot request \(url.redactingPassword): \(problem)") }
         #if os(Linux)
         let direct = DirectStream.carries(url, proxy: clients.proxy(for: url))
         #else

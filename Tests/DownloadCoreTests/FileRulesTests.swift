@@ -45,6 +45,15 @@ import Testing
         #expect(bad == .refuse(reason: "HTTP 302 redirect to an invalid URL 'http://'"))
     }
 
+    /// A port out of 16 bits: refused with the reason, never followed (it stopped haul with a trap).
+    @Test func aRedirectToAPortOutOfRangeIsRefused() {
+        let from = URL(string: "https://h/a")!
+        let decision = Redirects.decide(status: 302, location: "https://127.0.0.1:70000/x", from: from, visited: [from], allowDowngrade: false)
+        #expect(decision == .refuse(reason: "HTTP 302 redirect to 'https://127.0.0.1:70000/x': port 70000 is not between 1 and 65535"))
+        #expect(Redirects.decide(status: 302, location: "https://127.0.0.1:65535/x", from: from, visited: [from], allowDowngrade: false)
+            == .follow(URL(string: "https://127.0.0.1:65535/x")!))
+    }
+
     @Test func a401ToCredentialsGivenSaysTheyWereRefused() {
         var facts = ResponseFacts(status: 401, reasonPhrase: "Unauthorized", authenticate: "Basic realm=\"files\"")
         #expect(facts.failureText.contains("the server wants Basic (realm \"files\") credentials"))

@@ -122,6 +122,8 @@ import Testing
             ("http:///nohost", "no host"),
             ("http://h.test/a\r\nX-Evil: 1", "contains control characters"),
             ("http://h.test/a b", "contains spaces"),
+            ("https://127.0.0.1:99999/x", "port 99999 is not between 1 and 65535"),
+            ("http://h.test:0/x", "port 0 is not between 1 and 65535"),
             ("", "empty"),
             ("http://[::1", "not a URL"),
         ]

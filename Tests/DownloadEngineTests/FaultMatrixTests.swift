@@ -417,6 +417,24 @@ import TestSupport
         }
     }
 
+    /// SwiftNIO traps on a port that does not fit in 16 bits for an IP literal: such a port in a
+    /// redirect, or in a row an older haul stored (the session takes URLs as given), fails the
+    /// download with the reason instead of stopping haul.
+    @Test("28: a port out of range, redirected to or stored, fails the download with the reason")
+    func aPortOutOfRangeFailsTheDownload() async throws {
+        try await Harness.with { h in
+            h.server.redirect("/away", to: "https://127.0.0.1:99999/x.bin")
+            let redirected = try await h.session.schedule(h.server.url("/away"), to: .file(h.path("a.bin")))
+            let refused = try await h.wait(redirected) { $0.state.isFinished }
+            #expect(refused.state == .failed(reason: "HTTP 302 redirect to 'https://127.0.0.1:99999/x.bin': port 99999 is not between 1 and 65535"))
+            let stored = try #require(URL(string: "https://127.0.0.1:70000/y.bin"))
+            let id = try await h.session.schedule(stored, to: .file(h.path("y.bin")))
+            let done = try await h.wait(id) { $0.state.isFinished }
+            #expect(done.state == .failed(reason: "cannot request https://127.0.0.1:70000/y.bin: port 70000 is not between 1 and 65535"))
+            #expect(done.failedAttempts <= 1, "not retried: the port will not change")
+        }
+    }
+
     @Test("13: a self-signed server fails at once with a clear certificate error; its CA makes it work")
     func aSelfSignedServerNeedsItsCA() async throws {
         let tls = try await TLSFixture()

@@ -129,6 +129,7 @@ import TestSupport
         (["get", "not a url"], "invalid URL"),
         (["get", "ftp://example.com/file"], "unsupported scheme 'ftp'"),
         (["get", "http://"], "invalid URL"),
+        (["get", "https://127.0.0.1:99999/x"], "invalid URL 'https://127.0.0.1:99999/x': port 99999 is not between 1 and 65535"),
         (["add", "-i", "missing-list.txt"], "cannot read missing-list.txt"),
         (["get", "-i", "missing-list.txt"], "cannot read missing-list.txt"),
         (["add", "http://example.com/a", "-d", "/proc/haul-no-such-dir"], "directory does not exist"),
