@@ -1029,7 +1029,10 @@ public actor DownloadSession {
                 changed = true
             }
         }
-        if machine.sampleThroughput(at: time) { changed = true }
+        // Shown with the next change of a row, never a publish of its own: a stalled transfer's
+        // falling speed published every tick, and each commit started right after the one
+        // before, whose show then waited (`DurabilityLedger.beginCommit`).
+        machine.sampleThroughput(at: time)
         if journal != nil, lastCheckpoint.duration(to: .now) >= configuration.checkpointInterval {
             lastCheckpoint = .now
             checkpointRunning()
