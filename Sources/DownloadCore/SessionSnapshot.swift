@@ -42,11 +42,6 @@ public struct SessionSnapshot: Sendable, Hashable {
         rows[index] = download
     }
 
-    /// Where the download with this id is in `downloads`, if it is still in the queue.
-    public func position(of id: DownloadID) -> Int? {
-        positions[id]
-    }
-
     /// The download with this id, if it is still in the queue.
     public subscript(id: DownloadID) -> Download? {
         positions[id].map { rows[$0] }

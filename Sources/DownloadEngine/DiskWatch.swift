@@ -26,45 +26,27 @@ public enum DiskWatch {
 
     /// The reading of each download's part file, one look per directory.
     ///
-    /// A path in the directory of the one before it (the usual queue) takes its reading without a
-    /// new string or a lookup: a check looks at every download of the queue, ten times a second
-    /// while a thousand small files finish.
+    /// A path in the directory of the one before it (the usual queue) takes that reading without a
+    /// lookup: a check looks at every download of the queue, ten times a second while a thousand
+    /// small files finish.
     static func readings(_ paths: [(DownloadID, String)], floor: SpaceFloor) -> [DownloadID: DiskReading] {
         var byDirectory: [String: DiskReading?] = [:]
         var readings: [DownloadID: DiskReading] = [:]
         readings.reserveCapacity(paths.count)
         var previous: (directory: String, reading: DiskReading?)?
         for (id, path) in paths {
-            if let previous, isDirectly(path, in: previous.directory) {
-                if let reading = previous.reading { readings[id] = reading }
-                continue
-            }
             let directory = directory(of: path)
-            if byDirectory[directory] == nil { byDirectory[directory] = .some(reading(directory: directory, floor: floor)) }
-            let reading = byDirectory[directory] ?? nil
+            let reading: DiskReading?
+            if let previous, previous.directory == directory {
+                reading = previous.reading
+            } else {
+                if byDirectory[directory] == nil { byDirectory[directory] = .some(self.reading(directory: directory, floor: floor)) }
+                reading = byDirectory[directory] ?? nil
+                previous = (directory, reading)
+            }
             if let reading { readings[id] = reading }
-            previous = (directory, reading)
         }
         return readings
-    }
-
-    /// Whether `directory(of: path)` is `directory`, looked at in the strings' bytes.
-    static func isDirectly(_ path: String, in directory: String) -> Bool {
-        let answer = path.utf8.withContiguousStorageIfAvailable { path in
-            directory.utf8.withContiguousStorageIfAvailable { directory in isDirectly(path, in: directory) }
-        }
-        return (answer ?? nil) ?? (Self.directory(of: path) == directory)
-    }
-
-    private static func isDirectly(_ path: UnsafeBufferPointer<UInt8>, in directory: UnsafeBufferPointer<UInt8>) -> Bool {
-        let slash = UInt8(ascii: "/")
-        // A bare name is in `.`; `/name` (its slash the first byte) is in `/`.
-        if directory.count == 1, directory[0] == UInt8(ascii: "."), !path.contains(slash) { return true }
-        if directory.count == 1, directory[0] == slash, path.first == slash, !path.dropFirst().contains(slash) { return true }
-        // Else `directory/name`, the name without a slash.
-        guard path.count > directory.count, path[directory.count] == slash,
-              path[..<directory.count].elementsEqual(directory) else { return false }
-        return !path[(directory.count + 1)...].contains(slash)
     }
 
     /// The directory part of `path` (`.` for a bare name).

@@ -972,7 +972,8 @@ public actor DownloadSession {
             let primaryTarget = targets[0]
             let extraTargets = targets.dropFirst()
             var extras: [String] = []
-            let sourceStamp = FileSync.stamp(source)
+            // Only for other requesters: a file with one requester costs no look.
+            let sourceStamp = extraTargets.isEmpty ? nil : FileSync.stamp(source)
             do throws(FilePlacement.Failure) {
                 for extra in extraTargets {
                     // A file an earlier placement of this one made for the requester (a process
@@ -1282,12 +1283,7 @@ public actor DownloadSession {
             found.append(StampedFile(path: download.replacing[requester], stamp: stamp))
         }
         let destination = requester == 0 ? download.destination : download.extraDestinations[requester - 1]
-        switch destination {
-        case .file(let path):
-            if let stamp = FileSync.stamp(path), !found.contains(where: { $0.path == path }) { found.append(StampedFile(path: path, stamp: stamp)) }
-        case .directory(let directory):
-            found += FilePlacement.candidates(in: directory, name: fileName(download)).filter { candidate in !found.contains { $0.path == candidate.path } }
-        }
+        found += FilePlacement.candidates(at: destination, name: fileName(download)).filter { candidate in !found.contains { $0.path == candidate.path } }
         return found
     }
 

@@ -75,11 +75,17 @@ enum FilePlacement {
     /// The file at `destination` with the source's `stamp` (a link to it, or a copy haul made,
     /// which keeps its size and modification time), other than those in `besides`; nil when none.
     static func earlierPlacement(of stamp: FileStamp, at destination: Destination, name: String, besides: [String]) -> String? {
+        candidates(at: destination, name: name).first { $0.stamp == stamp && !besides.contains($0.path) }?.path
+    }
+
+    /// Where a placement at `destination` may have put a file, with the stamps found there: its
+    /// exact path, or in its directory the names a placement of `name` tries (`candidates(in:)`).
+    static func candidates(at destination: Destination, name: String) -> [StampedFile] {
         switch destination {
         case .file(let path):
-            return FileSync.stamp(path) == stamp && !besides.contains(path) ? path : nil
+            FileSync.stamp(path).map { [StampedFile(path: path, stamp: $0)] } ?? []
         case .directory(let directory):
-            return candidates(in: directory, name: name).first { $0.stamp == stamp && !besides.contains($0.path) }?.path
+            candidates(in: directory, name: name)
         }
     }
 

@@ -50,9 +50,8 @@ enum LocalPath {
     /// (Foundation's own descriptions span lines).
     static func reason(_ error: any Error) -> String {
         let nsError = error as NSError
-        if let underlying = nsError.userInfo[NSUnderlyingErrorKey] as? NSError, underlying.domain == NSPOSIXErrorDomain,
-           let message = strerror(Int32(underlying.code)) {
-            return String(cString: message).lowercased()
+        if let underlying = nsError.userInfo[NSUnderlyingErrorKey] as? NSError, underlying.domain == NSPOSIXErrorDomain {
+            return systemReason(Int32(underlying.code))
         }
         switch nsError.code {
         case NSFileReadNoSuchFileError: return "no such file"

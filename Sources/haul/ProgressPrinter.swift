@@ -17,13 +17,10 @@ final class ProgressPrinter {
     }
 
     private var said: [DownloadID: Said] = [:]
-    /// For each position of `ids` (the same list at every call of a run): the row last looked at,
-    /// and where it was in the snapshot. An unchanged row (the storage a snapshot shares) has
-    /// nothing new to say and costs no lookup (two lookups a row for every snapshot, on a queue
-    /// of thousands).
+    /// For each position of `ids` (the same list at every call of a run): the row last looked at.
+    /// An unchanged row (the storage a snapshot shares) has nothing new to say.
     private var seenIDs: [DownloadID] = []
     private var seenRows: [Download?] = []
-    private var seenAt: [Int] = []
     private var lastStatusLine = Date.distantPast
     private var statusLineShown = false
     private var lastUnsaved: String?
@@ -57,19 +54,9 @@ final class ProgressPrinter {
         if seenIDs != ids {
             seenIDs = ids
             seenRows = Array(repeating: nil, count: ids.count)
-            seenAt = Array(repeating: -1, count: ids.count)
         }
-        let rows = snapshot.downloads
         for (position, id) in ids.enumerated() {
-            let download: Download
-            let at = seenAt[position]
-            if at >= 0, at < rows.count, rows[at].id == id {
-                download = rows[at]
-            } else {
-                guard let index = snapshot.position(of: id) else { continue }
-                seenAt[position] = index
-                download = rows[index]
-            }
+            guard let download = snapshot[id] else { continue }
             // A progress line may be due for a running download without a change.
             if let row = seenRows[position], row == download, isTerminal || download.state != .downloading { continue }
             seenRows[position] = download

@@ -21,20 +21,6 @@ struct HotPathTextTests {
         #expect(slash.map { $0 == path.startIndex ? "/" : String(path[..<$0]) } ?? "." == directory)
     }
 
-    /// The shortcut of a space check: a path is in the directory of the one before exactly when
-    /// `directory(of:)` says so, for every pair of these paths.
-    @Test func aPathIsDirectlyInADirectoryExactlyWhenItsDirectoryIsThatOne() {
-        let paths = [
-            "/d/a.part", "/d/b.part", "/d/sub/c.part", "/d2/a.part", "/d", "/a.part", "a.part", "b", "sub/a.part", "sub/b/c.part",
-            "/données/名前 1/ファイル.part", "/données/名前 1/x", "/données/名前 2/x", "/trailing/", "/trailing/x", "", "/", "//x", "/d/", "./x", "./", ".", "../a/b",
-        ]
-        for directory in Set(paths.map(DiskWatch.directory(of:))) {
-            for path in paths {
-                #expect(DiskWatch.isDirectly(path, in: directory) == (DiskWatch.directory(of: path) == directory), "\(path) in \(directory)")
-            }
-        }
-    }
-
     @Test(arguments: [
         ("\"abc123\"", "\"abc123\""),
         ("  W/\"x-y\"  ", "W/\"x-y\""),
