@@ -37,6 +37,15 @@ public enum Segments {
         parts.reduce(0) { $0 + $1.done }
     }
 
+    /// Whether `parts` are the same parts as `base`, none behind it and some further along.
+    public static func isAhead(_ parts: [Segment], of base: [Segment]) -> Bool {
+        guard parts.count == base.count, !parts.isEmpty else { return false }
+        for (part, old) in zip(parts, base) {
+            guard part.start == old.start, part.end == old.end, part.next >= old.next else { return false }
+        }
+        return bytesOnDisk(parts) > bytesOnDisk(base)
+    }
+
     /// How many parts `remaining` bytes are worth, at most `connections`.
     public static func partCount(remaining: Int64, connections: Int) -> Int {
         guard remaining > 0 else { return 1 }

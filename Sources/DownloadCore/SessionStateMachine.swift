@@ -1019,8 +1019,19 @@ public struct SessionStateMachine: Sendable {
     public mutating func recordSegments(_ id: DownloadID, _ segments: [Segment]) {
         guard var download = downloads[id], download.state != .cancelled, download.state != .completed else { return }
         download.segments = segments
-        // The synced parts are at least as far along as any written parts recorded before them.
         download.writtenSegments = []
+        downloads[id] = download
+    }
+
+    /// The parts a checkpoint sampled, now fsync'd. They were read before the sync began, so written
+    /// parts recorded while it ran (a slow disk takes a second) may be further along: those stay
+    /// when they are ahead of the synced parts, part by part; otherwise they go. Clearing them
+    /// always took the row back to the sample until the next record, and a `kill -9` then fetched
+    /// everything written during the sync again.
+    public mutating func recordSyncedSegments(_ id: DownloadID, _ segments: [Segment]) {
+        guard var download = downloads[id], download.state != .cancelled, download.state != .completed else { return }
+        download.segments = segments
+        if !Segments.isAhead(download.writtenSegments, of: segments) { download.writtenSegments = [] }
         downloads[id] = download
     }
 

@@ -1068,7 +1068,7 @@ public actor DownloadSession {
         }
         let (actions, claimed) = ledger.checkpointDue(samples)
         for order in claimed {
-            if let parts = order.parts { machine.recordSegments(order.id, parts) }
+            if let parts = order.parts { machine.recordSyncedSegments(order.id, parts) }
         }
         if !claimed.isEmpty { publish(soon: true) }
         for case .sync(let orders) in actions {
@@ -1091,7 +1091,7 @@ public actor DownloadSession {
             } ?? false
             let current = machine.runningAttempt(order.id) == order.attempt
             if case .accepted(let parts) = ledger.synced(order, valid: valid, current: current) {
-                if let parts { machine.recordSegments(order.id, parts) }
+                if let parts { machine.recordSyncedSegments(order.id, parts) }
                 accepted = true
             }
         }

@@ -160,4 +160,48 @@ import Testing
         _ = machine.transferFinished(id, attempt: order.attempt, outcome: .completed, bytesOnDisk: 4 << 20, now: Date(), jitter: 0)
         #expect(machine.download(id)?.segments == [])
     }
+
+    @Test func partsWrittenDuringACheckpointsSyncOutliveItsClaimWhenAheadInEveryPart() throws {
+        var machine = SessionStateMachine()
+        let url = try #require(URL(string: "http://h/x"))
+        let (id, actions) = try machine.schedule(url: url, destination: .file("/d/x"), options: RequestOptions(connections: 2))
+        guard case .startTransfer(let order) = actions.first else {
+            Issue.record("no start")
+            return
+        }
+        machine.recordSegments(id, [Segment(start: 0, next: 0, end: 500), Segment(start: 500, next: 500, end: 1000)])
+        // A checkpoint samples the parts, then syncs them; the parts written meanwhile are recorded.
+        let sampled = [Segment(start: 0, next: 100, end: 500), Segment(start: 500, next: 600, end: 1000)]
+        let written = [Segment(start: 0, next: 300, end: 500), Segment(start: 500, next: 800, end: 1000)]
+        machine.recordWrittenSegments(id, attempt: order.attempt, written)
+        #expect(machine.download(id)?.writtenSegments == written)
+        machine.recordSyncedSegments(id, sampled)
+        #expect(machine.download(id)?.segments == sampled)
+        #expect(machine.download(id)?.writtenSegments == written, "the parts written during the sync stay")
+        // A claim that catches up with them takes their place.
+        machine.recordSyncedSegments(id, written)
+        #expect(machine.download(id)?.segments == written)
+        #expect(machine.download(id)?.writtenSegments == [])
+        // Written parts behind the claim in one part go, as do parts of another split.
+        machine.recordWrittenSegments(id, attempt: order.attempt, [Segment(start: 0, next: 450, end: 500), Segment(start: 500, next: 790, end: 1000)])
+        machine.recordSyncedSegments(id, [Segment(start: 0, next: 310, end: 500), Segment(start: 500, next: 800, end: 1000)])
+        #expect(machine.download(id)?.writtenSegments == [])
+        machine.recordWrittenSegments(id, attempt: order.attempt, [Segment(start: 0, next: 400, end: 400), Segment(start: 400, next: 900, end: 1000)])
+        machine.recordSyncedSegments(id, [Segment(start: 0, next: 320, end: 500), Segment(start: 500, next: 800, end: 1000)])
+        #expect(machine.download(id)?.writtenSegments == [])
+        // Parts the whole recording went with the split (`recordSegments`) never survive it.
+        machine.recordWrittenSegments(id, attempt: order.attempt, [Segment(start: 0, next: 450, end: 500), Segment(start: 500, next: 900, end: 1000)])
+        machine.recordSegments(id, [Segment(start: 0, next: 320, end: 500), Segment(start: 500, next: 800, end: 1000)])
+        #expect(machine.download(id)?.writtenSegments == [])
+    }
+
+    @Test func partsAreAheadOnlyWhenTheSameAndNoneBehind() {
+        let base = [Segment(start: 0, next: 100, end: 500), Segment(start: 500, next: 600, end: 1000)]
+        #expect(Segments.isAhead([Segment(start: 0, next: 101, end: 500), Segment(start: 500, next: 600, end: 1000)], of: base))
+        #expect(!Segments.isAhead(base, of: base), "equal is not ahead")
+        #expect(!Segments.isAhead([Segment(start: 0, next: 400, end: 500), Segment(start: 500, next: 599, end: 1000)], of: base))
+        #expect(!Segments.isAhead([Segment(start: 0, next: 400, end: 400), Segment(start: 400, next: 900, end: 1000)], of: base))
+        #expect(!Segments.isAhead([Segment(start: 0, next: 500, end: 1000)], of: base))
+        #expect(!Segments.isAhead([], of: []))
+    }
 }

@@ -101,13 +101,35 @@ import TestSupport
             var faults = Faults()
             // Per connection: the parts take several seconds together.
             faults.throttleBytesPerSecond = 256 * 1024
+            // Every part is held at the same random depth (1.5–2.5 s in), then killed as soon as
+            // each part's bytes up to its hold are on disk: the kill comes at known bytes however
+            // loaded the machine is. Killed while bytes flow instead, what the server counted as
+            // sent but still sat in the sockets (no client could have kept it) was counted as
+            // fetched twice: 8 × 90 KiB when haul waited for a core in a loaded suite.
+            let depth = Int.random(in: 384 * 1024...640 * 1024)
+            let part = size / connections
+            let holds = (0..<connections).map { $0 * part + depth }
+            faults.holdAt = holds
             server.serve("/seg.bin", size: size, faults: faults)
+            let content = server.content("/seg.bin")
             let state = directory + "/.state"
+            let partPath = directory + "/seg.bin.part"
             let arguments = ["get", server.url("/seg.bin").absoluteString, "-o", "seg.bin", "--connections", "\(connections)"]
             let first = try HaulProcess(arguments, in: directory, state: state)
-            // Killed while every connection is moving bytes.
             #expect(try await eventually("the file is split") { server.requests("/seg.bin").count >= connections })
-            try await Task.sleep(for: .milliseconds(2500))
+            /// Whether the 4 KiB before every hold are the resource's bytes in the part file.
+            func everyPartAtItsHold() -> Bool {
+                guard let handle = FileHandle(forReadingAtPath: partPath) else { return false }
+                defer { try? handle.close() }
+                return holds.allSatisfy { hold in
+                    guard (try? handle.seek(toOffset: UInt64(hold - 4096))) != nil,
+                          let bytes = try? handle.read(upToCount: 4096) else { return false }
+                    return Array(bytes) == Array(content[(hold - 4096)..<hold])
+                }
+            }
+            if !(try await eventually("every part's bytes up to its hold on disk", every: .milliseconds(2)) { everyPartAtItsHold() }) {
+                Issue.record("requests: \(server.requests("/seg.bin").map { ($0.range, $0.bodyBytesSent) }) haul printed: \(first.stdoutSoFar)")
+            }
             first.send(SIGKILL)
             let killed = try await first.wait(timeout: 10)
             #expect(killed.signalled)
@@ -115,6 +137,7 @@ import TestSupport
             #expect(before >= connections, "the first run split the file: \(server.requests("/seg.bin").map(\.range))")
             let listed = try await CLI.list(state: state, in: directory)
             #expect(listed.first?["bytes"] as? Int ?? 0 > 0, "the parts were checkpointed")
+            for _ in holds { server.release("/seg.bin") }
 
             let second = try await HaulProcess(arguments, in: directory, state: state).wait()
             #expect(second.status == 0, "\(second.stdout) \(second.stderr)")
@@ -126,7 +149,7 @@ import TestSupport
             // only at the synced checkpoint once a second): little is fetched twice.
             let sent = server.requests("/seg.bin").reduce(0) { $0 + $1.bodyBytesSent }
             let twice = sent - size
-            print("SEGMENTED-KILL: \(connections) connections, fetched twice \(twice) bytes (\(String(format: "%.2f", Double(twice) / 1_048_576)) MiB)")
+            print("SEGMENTED-KILL: \(connections) connections, held at \(depth) bytes into each part, fetched twice \(twice) bytes (\(String(format: "%.2f", Double(twice) / 1_048_576)) MiB)")
             #expect(twice <= 1024 * 1024, "fetched twice: \(twice) bytes")
         }
     }
