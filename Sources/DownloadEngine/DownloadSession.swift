@@ -1130,7 +1130,8 @@ public actor DownloadSession {
         return token
     }
 
-    /// Returns once the publish `token` is committed (and shown, when it asked to be).
+    /// Returns once the publish `token` is committed. Its snapshot is shown then too, unless the
+    /// ledger throttled that show (a transfer's event): it comes with a later commit.
     private func settled(_ token: UInt64) async {
         guard token > settledToken else { return }
         await withCheckedContinuation { continuation in waiters.append((token, continuation)) }
