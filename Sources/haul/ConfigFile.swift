@@ -105,7 +105,7 @@ enum ConfigFile {
         case "ca-certificate": settings.caCertificate = try path(value, home: home)
         case "fsync": settings.fsync = try boolean(value, key)
         case "allow-downgrade": settings.allowDowngrade = try boolean(value, key)
-        case "refresh": settings.refresh = try OptionCheck.refresh(value)
+        case "refresh": settings.refresh = try OptionCheck.refresh(value, key)
         case "ascii": settings.ascii = try boolean(value, key)
         case "mouse": settings.mouse = try boolean(value, key)
         case "min-free": settings.minFree = try OptionCheck.floor(value, key)
@@ -161,7 +161,13 @@ enum OptionCheck {
     static let seconds = 1...3600
 
     static func integer(_ text: String, _ name: String, in range: ClosedRange<Int>) throws(UsageError) -> Int {
-        guard let value = Int(text.trimmingWhitespace()) else {
+        let trimmed = text.trimmingWhitespace()
+        guard let value = Int(trimmed) else {
+            // Digits too many for a number: out of range, not a word.
+            let digits = trimmed.hasPrefix("-") ? trimmed.dropFirst() : Substring(trimmed)
+            if !digits.isEmpty, digits.allSatisfy({ ("0"..."9").contains($0) }) {
+                throw UsageError(message: "\(name) must be between \(range.lowerBound) and \(range.upperBound)")
+            }
             throw UsageError(message: "\(name) must be a whole number, not '\(TerminalText.sanitize(text))'")
         }
         return try integer(value, name, in: range)
@@ -220,13 +226,12 @@ enum OptionCheck {
         return text
     }
 
-    static func refresh(_ text: String) throws(UsageError) -> Double {
-        guard let value = Double(text) else { throw UsageError(message: "refresh must be a number, not '\(TerminalText.sanitize(text))'") }
-        return try refresh(value)
-    }
-
-    static func refresh(_ value: Double) throws(UsageError) -> Double {
-        guard value >= 1, value <= 10 else { throw UsageError(message: "--refresh must be between 1 and 10") }
+    /// Redraws a second, 1 to 10; `name` as the person wrote it (`refresh` in the config).
+    static func refresh(_ text: String, _ name: String) throws(UsageError) -> Double {
+        guard let value = Double(text.trimmingWhitespace()), value.isFinite else {
+            throw UsageError(message: "\(name) must be a number, not '\(TerminalText.sanitize(text))'")
+        }
+        guard value >= 1, value <= 10 else { throw UsageError(message: "\(name) must be between 1 and 10") }
         return value
     }
 

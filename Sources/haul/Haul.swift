@@ -1,4 +1,5 @@
 import ArgumentParser
+import DownloadCore
 import Foundation
 
 /// The `haul` command: a download manager that never throws downloaded bytes away.
@@ -35,7 +36,7 @@ enum Main {
         _ = glibcMallopt(-3 /* M_MMAP_THRESHOLD */, 1 << 20)
         #endif
         do {
-            var command = try Haul.parseAsRoot()
+            var command = try Haul.parseAsRoot(CommandLineWords.joiningNegativeValues(Array(CommandLine.arguments.dropFirst())))
             if var asyncCommand = command as? any AsyncParsableCommand {
                 try await asyncCommand.run()
             } else {
@@ -52,7 +53,7 @@ enum Main {
         } catch {
             if Haul.exitCode(for: error) == .validationFailure {
                 let message = Haul.message(for: error).split(separator: "\n").first.map(String.init) ?? "invalid arguments"
-                writeError("haul: \(message)\n")
+                writeError("haul: \(CommandLineWords.usageLine(message))\n")
                 Haul.exit(withError: ExitCode(2))
             }
             Haul.exit(withError: error)
@@ -82,4 +83,68 @@ func writeError(_ text: String) {
 /// Bad input found after parsing: one line on stderr, exit 2, nothing changed.
 struct UsageError: Error {
     var message: String
+}
+
+/// The command line between the shell and the parser, and the parser's complaints in haul's words.
+enum CommandLineWords {
+    /// The parser takes any word that starts with `-` for an option: `-j -3` said "Missing value"
+    /// for a value that was given. A negative number right after an option is joined to it
+    /// (`-j=-3`), and haul's own check refuses it in its words. Nothing after `--` is touched.
+    static func joiningNegativeValues(_ words: [String]) -> [String] {
+        var result: [String] = []
+        result.reserveCapacity(words.count)
+        var index = 0
+        while index < words.count {
+            let word = words[index]
+            if word == "--" {
+                result += words[index...]
+                break
+            }
+            if word.count > 1, word.hasPrefix("-"), !word.contains("="), !isNegativeNumber(word),
+               index + 1 < words.count, isNegativeNumber(words[index + 1]) {
+                result.append(word + "=" + words[index + 1])
+                index += 2
+                continue
+            }
+            result.append(word)
+            index += 1
+        }
+        return result
+    }
+
+    /// `-3`, `-0.5`, `-5K`: a minus, then a digit (or a point and a digit).
+    static func isNegativeNumber(_ word: String) -> Bool {
+        let rest = word.utf8.dropFirst()
+        guard word.utf8.first == UInt8(ascii: "-"), let first = rest.first else { return false }
+        if first == UInt8(ascii: ".") { return rest.dropFirst().first.map { (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) } ?? false }
+        return (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(first)
+    }
+
+    /// The first line of the parser's message as haul says things: `error: `, lower case, the
+    /// option's name without its value placeholder, nothing a terminal would act on.
+    static func usageLine(_ message: String) -> String {
+        var line = message
+        if let option = between(message, "Missing value for '", "'") {
+            line = "\(name(option)) needs a value"
+        } else if let option = between(message, "The option '", "' does not take any value") {
+            line = "\(option) takes no value"
+        } else if message.hasPrefix("The value '"), let value = between(message, "The value '", "' is invalid for '"),
+                  let option = between(message, "' is invalid for '", "'") {
+            line = "\(name(option)) does not take '\(value)'"
+        } else if let first = message.first, first.isUppercase, message.dropFirst().first?.isLowercase == true {
+            line = first.lowercased() + message.dropFirst()
+        }
+        return "error: " + TerminalText.sanitize(line)
+    }
+
+    /// The text between the first `start` and the `end` after it.
+    private static func between(_ text: String, _ start: String, _ end: String) -> String? {
+        guard let open = text.range(of: start), let close = text.range(of: end, range: open.upperBound..<text.endIndex) else { return nil }
+        return String(text[open.upperBound..<close.lowerBound])
+    }
+
+    /// `--connections <n>` → `--connections`.
+    private static func name(_ option: String) -> String {
+        option.split(separator: " ").first.map(String.init) ?? option
+    }
 }

@@ -9,16 +9,16 @@ struct SessionOptions: ParsableArguments {
         "How many downloads run at once, 1 to 32 (default: max-active in the config, else what < and > last chose, else 3).",
         valueName: "n"
     ))
-    var maxActive: Int?
+    var maxActive: String?
 
     @Option(help: ArgumentHelp("Failed attempts in a row before a download fails (default 20).", valueName: "n"))
-    var maxTries: Int?
+    var maxTries: String?
 
     @Option(help: ArgumentHelp("Seconds to wait for a connection (default 10).", valueName: "s"))
-    var connectTimeout: Int?
+    var connectTimeout: String?
 
     @Option(help: ArgumentHelp("Seconds without a byte that count as a stall, retried from the bytes on disk (default 30).", valueName: "s"))
-    var stallTimeout: Int?
+    var stallTimeout: String?
 
     @Option(help: ArgumentHelp(
         "Limit all downloads together to RATE bytes a second: 500K, 2M (K = 1024); for this run (default: limit-rate in the config, else the limit last set while the queue ran).",
@@ -165,7 +165,7 @@ struct AddOptions: ParsableArguments {
         "Fetch each file over up to N connections at once, in parts, when its server does ranges (1-16, default 1); also the most connections to one host.",
         valueName: "n"
     ))
-    var connections: Int?
+    var connections: String?
 
     @Option(help: ArgumentHelp("Verify the single download at completion: sha-256=HEX or sha-512=HEX; a mismatch fails it and keeps the .part.", valueName: "algo=hex"))
     var checksum: String?
@@ -274,7 +274,7 @@ struct AddOptions: ParsableArguments {
 /// How the terminal UI draws.
 struct DisplayOptions: ParsableArguments {
     @Option(help: ArgumentHelp("Most redraws a second, 1 to 10 (default 10).", valueName: "hz"))
-    var refresh: Double?
+    var refresh: String?
 
     @Flag(inversion: .prefixedNo, help: "Draw bars and marks in ASCII (automatic when the locale is not UTF-8).")
     var ascii: Bool?
@@ -284,7 +284,7 @@ struct DisplayOptions: ParsableArguments {
 
     func apply(to settings: Settings) throws(UsageError) -> Settings {
         var settings = settings
-        if let refresh { settings.refresh = try OptionCheck.refresh(refresh) }
+        if let refresh { settings.refresh = try OptionCheck.refresh(refresh, "--refresh") }
         if let ascii { settings.ascii = ascii }
         if let mouse { settings.mouse = mouse }
         return settings

@@ -150,10 +150,24 @@ import TestSupport
         (["get", "http://example.com/a", "--stall-timeout", "0"], "--stall-timeout must be between"),
         (["get", "http://example.com/a", "--connect-timeout", "0"], "--connect-timeout must be between"),
         (["get", "http://example.com/a", "--ca-certificate", "no-such.pem"], "cannot read the CA certificate file"),
-        (["get", "http://example.com/a", "--refresh", "5"], "Unknown option '--refresh'"),
+        (["get", "http://example.com/a", "--refresh", "5"], "haul: error: unknown option '--refresh'"),
         (["get"], "no URL given"),
         (["add"], "no URL given"),
-        (["get", "http://example.com/a", "--bogus"], "Unknown option '--bogus'"),
+        (["get", "http://example.com/a", "--bogus"], "haul: error: unknown option '--bogus'"),
+        // A negative number after an option is its value, refused in haul's words (the parser
+        // took it for an option and said the value was missing).
+        (["get", "http://example.com/a", "-j", "-3"], "haul: error: --max-active must be between 1 and 32"),
+        (["get", "http://example.com/a", "--connections", "-1"], "haul: error: --connections must be between 1 and 16"),
+        (["get", "http://example.com/a", "--max-tries", "-1"], "haul: error: --max-tries must be between 1 and 10000"),
+        (["get", "http://example.com/a", "--limit-rate", "-5K"], "haul: error: --limit-rate '-5K' is not a size"),
+        (["ui", "http://example.com/a", "--refresh", "-2"], "haul: error: --refresh must be between 1 and 10"),
+        (["ui", "http://example.com/a", "--refresh", "nan"], "haul: error: --refresh must be a number, not 'nan'"),
+        (["get", "http://example.com/a", "-j", "99999999999999999999"], "haul: error: --max-active must be between 1 and 32"),
+        (["get", "http://example.com/a", "--stall-timeout", "soon"], "haul: error: --stall-timeout must be a whole number, not 'soon'"),
+        (["get", "http://example.com/a", "--connections"], "haul: error: --connections needs a value"),
+        (["get", "http://example.com/a", "--no-fsync=1"], "haul: error: --no-fsync takes no value"),
+        // After `--` a word is an argument: here a URL.
+        (["get", "-j", "5", "--", "-3"], "haul: error: invalid URL '-3'"),
     ])
     func badInputIsRefusedAndChangesNothing(arguments: [String], expected: String) async throws {
         let scratch = try TemporaryDirectory("haul-bad")

@@ -118,7 +118,7 @@ import TestSupport
         (["get", "http://127.0.0.1/a", "http://127.0.0.1/b", "-o", "x"], "-o/--output takes a single URL"),
         (["get", "http://127.0.0.1/a", "-j", "0"], "--max-active must be between 1 and 32"),
         (["get"], "no URL given"),
-        (["get", "--bogus", "http://127.0.0.1/a"], "Unknown option '--bogus'"),
+        (["get", "--bogus", "http://127.0.0.1/a"], "haul: error: unknown option '--bogus'"),
     ])
     func badInputExitsTwoWithOneLineAndCreatesNothing(arguments: [String], message: String) async throws {
         try await withServer { _, directory in
