@@ -329,6 +329,8 @@ public struct DurabilityLedger: Sendable {
             }
             committedOrder = order
         }
+        let repositioned = !changes.positions.isEmpty
+        var writtenPartsOnly = true
         var stillDirty: Set<DownloadID> = []
         for id in touched.union(dirty) {
             guard let download = machine.download(id) else {
@@ -362,6 +364,9 @@ public struct DurabilityLedger: Sendable {
                 }
             }
             waitingRows[id] = nil
+            if writtenPartsOnly, !(old.map { Self.onlyWrittenPartsDiffer($0, row) } ?? false) || committedUnsynced.contains(id) != rowUnsynced {
+                writtenPartsOnly = false
+            }
             committed[id] = row
             if rowUnsynced {
                 committedUnsynced.insert(id)
@@ -377,7 +382,17 @@ public struct DurabilityLedger: Sendable {
             changes.history = historyOutbox
             historyOutbox = []
         }
+        changes.writtenPartsOnly = writtenPartsOnly && !changes.saved.isEmpty && !repositioned && changes.removed.isEmpty
+            && changes.history.isEmpty && changes.limit == nil
         return changes
+    }
+
+    /// Whether `row` is `old` with other parts as written, and nothing else changed.
+    static func onlyWrittenPartsDiffer(_ old: Download, _ row: Download) -> Bool {
+        guard old.writtenSegments != row.writtenSegments else { return false }
+        var moved = old
+        moved.writtenSegments = row.writtenSegments
+        return moved == row
     }
 
     /// Set for the last commit of a shutdown: it takes the history entries that wait for a change,

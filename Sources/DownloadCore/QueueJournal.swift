@@ -53,6 +53,11 @@ public struct QueueChanges: Sendable, Hashable {
     public var history: [HistoryEntry] = []
     /// The queue's limit on all transfers together, when it changed: remembered for the next run.
     public var limit: LimitSetting?
+    /// Every saved row differs from what the journal holds only by its parts as written (the page
+    /// cache's word, trusted after a crash in the same boot only), and nothing else changes: the
+    /// journal need not wait for the disk to commit it (a power loss may take it back, which
+    /// costs nothing a reboot would not).
+    public var writtenPartsOnly = false
 
     /// A new value of the queue's global speed limit.
     public struct LimitSetting: Sendable, Hashable {

@@ -189,6 +189,47 @@ import Testing
         #expect(try commit(&l, &m).changes.isEmpty)
     }
 
+    @Test func aCommitOfPartsAsWrittenAloneNeedNotWaitForTheDisk() throws {
+        var l = ledger(), m = machine()
+        let (id, attempt) = try running(&m)
+        let (other, _) = try running(&m, name: "other.bin")
+        l.resumed(id, from: 0)
+        m.recordSegments(id, l.split(id, [Segment(start: 0, next: 0, end: 100), Segment(start: 100, next: 100, end: 200)]))
+        let first = try commit(&l, &m)
+        #expect(!first.changes.writtenPartsOnly, "a split is durable news")
+        _ = l.commitEnded(first, failure: nil, now: start)
+        // Parts as written, alone: no sync needed.
+        m.recordWrittenSegments(id, attempt: attempt, [Segment(start: 0, next: 40, end: 100), Segment(start: 100, next: 130, end: 200)])
+        let written = try commit(&l, &m, soon: true)
+        #expect(written.changes.saved.map(\.id) == [id])
+        #expect(written.changes.writtenPartsOnly)
+        _ = l.commitEnded(written, failure: nil, now: start)
+        // With a claim of synced parts in the same commit: synced.
+        m.recordWrittenSegments(id, attempt: attempt, [Segment(start: 0, next: 60, end: 100), Segment(start: 100, next: 150, end: 200)])
+        let claimed = [Segment(start: 0, next: 40, end: 100), Segment(start: 100, next: 130, end: 200)]
+        #expect(l.synced(.init(id: id, attempt: attempt, path: "/p", bytes: 70, parts: claimed), valid: true, current: true) == .accepted(parts: claimed))
+        m.recordSyncedSegments(id, claimed)
+        let withClaim = try commit(&l, &m, soon: true)
+        #expect(withClaim.changes.saved.first?.segments == claimed)
+        #expect(!withClaim.changes.writtenPartsOnly)
+        _ = l.commitEnded(withClaim, failure: nil, now: start)
+        // With another row's change, a history entry, or a new order: synced.
+        m.recordWrittenSegments(id, attempt: attempt, [Segment(start: 0, next: 70, end: 100), Segment(start: 100, next: 160, end: 200)])
+        _ = try m.pause(other)
+        let withPause = try commit(&l, &m, soon: true)
+        #expect(withPause.changes.saved.count == 2)
+        #expect(!withPause.changes.writtenPartsOnly)
+        _ = l.commitEnded(withPause, failure: nil, now: start)
+        m.recordWrittenSegments(id, attempt: attempt, [Segment(start: 0, next: 80, end: 100), Segment(start: 100, next: 170, end: 200)])
+        l.note([HistoryEntry(download: id, time: Date(), kind: .error, text: "a note")])
+        let withHistory = try commit(&l, &m, soon: true)
+        #expect(!withHistory.changes.history.isEmpty)
+        #expect(!withHistory.changes.writtenPartsOnly)
+        _ = l.commitEnded(withHistory, failure: nil, now: start)
+        // Nothing to write is nothing to skip.
+        #expect(!(try commit(&l, &m, soon: true)).changes.writtenPartsOnly)
+    }
+
     @Test func withoutAJournalACommitTakesNothing() throws {
         var l = ledger(), m = machine()
         _ = try running(&m)

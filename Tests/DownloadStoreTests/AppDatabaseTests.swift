@@ -37,6 +37,27 @@ import TestSupport
         #expect(try reopened.synchronousLevel() == 2)
     }
 
+    /// Parts as written alone are committed without waiting for the disk (NORMAL for that one
+    /// transaction); every other commit is synced as before.
+    @Test func partsAsWrittenAreCommittedAndTheNextCommitIsSyncedAgain() throws {
+        let database = try AppDatabase.open(at: path)
+        var row = try download(1, .downloading)
+        row.totalBytes = 2000
+        row.segments = [Segment(start: 0, next: 100, end: 1000), Segment(start: 1000, next: 1000, end: 2000)]
+        try commit(database, saving: [row])
+        row.writtenSegments = [Segment(start: 0, next: 400, end: 1000), Segment(start: 1000, next: 1300, end: 2000)]
+        var written = QueueChanges()
+        written.saved = [row]
+        written.positions = [row.id: 0]
+        written.bootID = "boot-1"
+        written.writtenPartsOnly = true
+        try database.commit(written)
+        #expect(try database.synchronousLevel() == 2, "FULL again after it")
+        let queue = try AppDatabase.open(at: path).loadQueue()
+        #expect(queue.downloads.first?.writtenSegments == row.writtenSegments)
+        #expect(queue.downloads.first?.segments == row.segments)
+    }
+
     @Test func requestOptionsAndSettingsSurviveAndBatchesKeepEachBoot() throws {
         let database = try AppDatabase.open(at: path)
         var first = try download(1)
