@@ -364,8 +364,8 @@ public struct DurabilityLedger: Sendable {
                 }
             }
             waitingRows[id] = nil
-            if writtenPartsOnly, !(old.map { Self.onlyWrittenPartsDiffer($0, row) } ?? false) || committedUnsynced.contains(id) != rowUnsynced {
-                writtenPartsOnly = false
+            if writtenPartsOnly {
+                writtenPartsOnly = old.map { Self.onlyWrittenPartsDiffer($0, row) } == true && committedUnsynced.contains(id) == rowUnsynced
             }
             committed[id] = row
             if rowUnsynced {

@@ -24,7 +24,9 @@ public enum RequestTarget {
         return String(text[..<end]) + encodePart(text[end...])
     }
 
-    /// Where what follows the first `://` starts; nil without one.
+    /// Where what follows the first `://` starts; nil without one. (The standard library's
+    /// `firstRange(of:)` took 18,000 instructions a URL here; all of `encode` takes 5,300 with
+    /// this loop: callgrind, `haul add -i` of 1,000 URLs.)
     private static func afterScheme(_ bytes: String.UTF8View) -> String.Index? {
         var index = bytes.startIndex
         while index != bytes.endIndex {

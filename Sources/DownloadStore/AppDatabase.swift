@@ -295,6 +295,9 @@ public struct AppDatabase: QueueJournal, Sendable {
         let now = Date()
         // The counts the transaction leaves; taken as known only once it is committed.
         var counts: [Int64: Int] = [:]
+        func applyAll(_ db: Database) throws {
+            for changes in batch { try Self.apply(changes, db, now: now, counts: &counts, known: historyCounts) }
+        }
         do {
             if batch.allSatisfy(\.writtenPartsOnly) {
                 // Parts as written, ten times a second while a file is fetched in parts: committed
@@ -305,21 +308,14 @@ public struct AppDatabase: QueueJournal, Sendable {
                 // `kill -9` fetched all of those again.
                 try writer.writeWithoutTransaction { db in
                     try db.execute(sql: "PRAGMA synchronous = NORMAL")
-                    do {
-                        try db.inTransaction {
-                            for changes in batch { try Self.apply(changes, db, now: now, counts: &counts, known: historyCounts) }
-                            return .commit
-                        }
-                    } catch {
-                        try? db.execute(sql: "PRAGMA synchronous = FULL")
-                        throw error
-                    }
-                    try db.execute(sql: "PRAGMA synchronous = FULL")
+                    let written = Result { try db.inTransaction { try applyAll(db); return .commit } }
+                    // FULL again whatever happened; the transaction's failure is the one told.
+                    let restored = Result { try db.execute(sql: "PRAGMA synchronous = FULL") }
+                    try written.get()
+                    try restored.get()
                 }
             } else {
-                try writer.write { db in
-                    for changes in batch { try Self.apply(changes, db, now: now, counts: &counts, known: historyCounts) }
-                }
+                try writer.write(applyAll)
             }
             historyCounts.update(counts, removed: batch.flatMap(\.removed))
         } catch let error as DatabaseError {
