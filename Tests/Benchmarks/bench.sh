@@ -14,7 +14,12 @@
 #              curl -Z --parallel-max 16 -K), and a floor row: the least haul
 #              promises, in C (Tests/Benchmarks/durable-floor.c, built with cc:
 #              16 threads on kept connections, each file written to NAME.part,
-#              fsync'd and renamed), n/a without a C compiler. As root, b
+#              fsync'd and renamed), n/a without a C compiler; and a second
+#              floor row, floordb: the same with the queue in SQLite as haul
+#              keeps it (the same C file built with -DWITH_STORE -lsqlite3:
+#              each file's row committed as completed, WAL + synchronous FULL,
+#              after its fsync and before its rename, completions that wait
+#              together sharing a commit), n/a without SQLite's header. As root, b
 #              writes on a file system of its own, made for the run: a 2 GiB
 #              image file formatted with mkfs.ext4's defaults (journaled, as
 #              Debian installs it), loop-mounted; else (B_DISK=work) in the
@@ -236,6 +241,7 @@ if wants b; then
     fi
     if command -v cc >/dev/null; then
         cc -O2 -pthread -o "$WORK/durable-floor" "$script_dir/durable-floor.c" >&2 || say "bench.sh: durable-floor.c did not build: its row is n/a"
+        cc -O2 -pthread -DWITH_STORE -o "$WORK/durable-floor-db" "$script_dir/durable-floor.c" -lsqlite3 >&2 || say "bench.sh: durable-floor.c with the store did not build (libsqlite3-dev?): the floordb row is n/a"
     fi
 fi
 
@@ -243,7 +249,7 @@ fi
 
 tools_for() {  # the rows of a scenario, haul first; also the order within a round
     case $1 in a-cache) echo haul curl wget2 aria2c axel ;; a-durable) echo haul curl wget2 aria2c axel cp ;;
-               b) echo haul aria2c wget2 curl floor ;; c) echo haul aria2c axel ;; esac
+               b) echo haul aria2c wget2 curl floor floordb ;; c) echo haul aria2c axel ;; esac
 }
 bytes_for() { case $1 in a-*) echo "$A_SIZE" ;; b) echo $((B_FILES * B_SIZE)) ;; c) echo "$C_SIZE" ;; esac; }
 
@@ -258,6 +264,7 @@ ARIA_Q=(-q --console-log-level=warn --summary-interval=0 --download-result=hide)
 n_a() {
     [[ $1/$2 == c/haul && $HAS_CONNECTIONS == 0 ]] && echo "n/a: no --connections"
     [[ $1/$2 == b/floor && ! -x $WORK/durable-floor ]] && echo "n/a: no C compiler (cc)"
+    [[ $1/$2 == b/floordb && ! -x $WORK/durable-floor-db ]] && echo "n/a: not built (cc, libsqlite3-dev)"
     return 0
 }
 
@@ -284,6 +291,7 @@ build_cmd() {
         b/wget2) CMD=(wget2 --no-config -q --max-threads=16 -nd -i "$WORK/b-urls.txt" -P "$dl") ;;
         b/curl) CMD=(curl -q -sS -f -Z --parallel-max 16 --remote-name-all --output-dir "$dl" -K "$WORK/b-curl.cfg") ;;
         b/floor) CMD=(sh -c 'cd "$1" && shift && exec "$@"' sh "$dl" "$WORK/durable-floor" "$PORT" "$WORK/b-urls.txt") ;;
+        b/floordb) CMD=(sh -c 'cd "$1" && shift && exec "$@"' sh "$dl" "$WORK/durable-floor-db" "$PORT" "$WORK/b-urls.txt" 1 "$rd/queue.sqlite") ;;
         c/haul) CMD=("$HAUL" get --state "$rd/state" --connections 8 -d "$dl" -o "$name" "$url") ;;
         c/aria2c) CMD=(aria2c --no-conf -x8 -s8 "${ARIA_Q[@]}" -d "$dl" -o "$name" "$url") ;;
         c/axel) CMD=(axel -q -n8 -o "$f" "$url") ;;
@@ -389,7 +397,7 @@ run_script() {  # scenarios d and e: SCRIPT under Tests/Benchmarks, its output k
 # touches: one haul download peaked at 31.4 and 32.3 MiB right after a `cp` of its binary, at
 # 29.1 MiB twice once the binary's cached pages were dropped. Dropping them (`dd iflag=nocache`)
 # costs each program one read from disk, in its warm-up run.
-for prog in "$HAUL" curl wget2 aria2c axel "$WORK/durable-floor"; do
+for prog in "$HAUL" curl wget2 aria2c axel "$WORK/durable-floor" "$WORK/durable-floor-db"; do
     prog=$(command -v "$prog" 2>/dev/null) || continue
     for f in "$prog" $(ldd "$prog" 2>/dev/null | awk '$2 == "=>" && $3 ~ /^\// { print $3 }'); do
         dd if="$f" iflag=nocache count=0 status=none 2>/dev/null || true
@@ -446,9 +454,9 @@ for s in "${SCEN[@]}"; do
     echo "- $s:${line%;}"
 done
 echo
-ROW='| %-9s | %-6s | %-28s | %6s | %7s | %6s | %8s | %14s | %13s |\n'
+ROW='| %-9s | %-7s | %-28s | %6s | %7s | %6s | %8s | %14s | %13s |\n'
 printf "$ROW" scenario tool 'runs ok' 'wall s' 'MB/s' 'CPU s' 'RSS MiB' 'haul/peer wall' 'haul/peer CPU'
-echo "|-----------|--------|------------------------------|-------:|--------:|-------:|---------:|---------------:|--------------:|"
+echo "|-----------|---------|------------------------------|-------:|--------:|-------:|---------:|---------------:|--------------:|"
 for s in "${SCEN[@]}"; do
     [[ $s == d ]] && continue
     bytes=$(bytes_for "$s"); hw=''; hc=''
@@ -469,7 +477,7 @@ for s in "${SCEN[@]}"; do
         read -r mbs rw rc <<<"$(awk -v b="$bytes" -v w="$w" -v c="$c" -v hw="$hw" -v hc="$hc" 'BEGIN {
             printf "%.1f %s %s\n", b / w / 1e6, (hw == "" ? "-" : sprintf("%.2f", hw / w)),
                    (hc == "" ? "-" : (c > 0 ? sprintf("%.2f", hc / c) : "-")) }')"
-        printf '| %-9s | %-6s | %-28s | %6.2f | %7s | %6.2f | %8.1f | %14s | %13s |\n' "$s" "$t" "$ok" "$w" "$mbs" "$c" "$r" "$rw" "$rc"
+        printf '| %-9s | %-7s | %-28s | %6.2f | %7s | %6.2f | %8.1f | %14s | %13s |\n' "$s" "$t" "$ok" "$w" "$mbs" "$c" "$r" "$rw" "$rc"
     done
 done
 echo
@@ -477,7 +485,7 @@ echo "Medians of the counted runs that succeeded; MB/s = bytes / median wall / 1
 echo "of the whole command (a-durable peers: tool + sync); RSS = peak resident set of the largest process."
 (( HAS_INPUT )) || ! wants b || echo "Note: this haul has no -i/--input-file: in b it got the 1,000 URLs as arguments."
 echo "Note: haul fsyncs each file by default (b, c, a-durable); of the peers only aria2c does (always, even in a-cache)."
-! wants b || echo "Note: b's floor is not a peer (no client: plain 200s from nginx only); haul/floor is what haul's own work costs above the file system's."
+! wants b || echo "Note: b's floors are not peers (no client: plain 200s from nginx only); haul/floor is what haul's own work costs above the file system's, haul/floordb above the file system's and the store's (each row committed as completed, in C)."
 for f in "$WORK"/res/*; do   # failure reasons, so a FAILED cell can be explained
     [[ -f $f && $f != *d.out && $f != *e.out ]] || continue
     awk -v n="$(basename "$f")" '$1 == 0 { $1 = $2 = $3 = $4 = $5 = ""; sub(/^ +/, ""); print "FAILED run of " n ": " $0 }' "$f"

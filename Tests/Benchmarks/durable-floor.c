@@ -6,6 +6,17 @@
 //   cc -O2 -pthread -o /tmp/durable-floor Tests/Benchmarks/durable-floor.c
 //   cd EMPTY_DIR && /tmp/durable-floor PORT URL_LIST [1|0]
 //
+// Built with -DWITH_STORE (and -lsqlite3), it also keeps the queue as haul must: every URL's row
+// is inserted into DATABASE (the fourth argument, default queue.sqlite; WAL, synchronous = FULL)
+// before the first request, and each file's row is committed as completed after its fsync and
+// before the file takes its name. The commits
+// run on a thread of their own, which takes every completion that is waiting into one transaction
+// and then renames those files; a fetching thread hands its file over and goes on to the next URL
+// (as haul frees a download's slot once its bytes are synced).
+//
+//   cc -O2 -pthread -DWITH_STORE -o /tmp/durable-floor-db Tests/Benchmarks/durable-floor.c -lsqlite3
+//   cd EMPTY_DIR && /tmp/durable-floor-db PORT URL_LIST 1 DATABASE
+//
 // Not a client: it expects plain 200 answers with Content-Length, as nginx gives for files.
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -18,6 +29,9 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#ifdef WITH_STORE
+#include <sqlite3.h>
+#endif
 
 static char **paths;
 static int count;
@@ -38,6 +52,87 @@ static int connectLocal(void) {
     setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     return s;
 }
+
+#ifdef WITH_STORE
+static sqlite3 *db;
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t due = PTHREAD_COND_INITIALIZER;
+static int *waiting;  // indexes into paths of files synced and not yet committed
+static int waitingCount, stopping;
+
+static void sql(const char *text) {
+    char *error = NULL;
+    if (sqlite3_exec(db, text, NULL, NULL, &error) != SQLITE_OK) {
+        fprintf(stderr, "sqlite: %s\n", error ? error : "?");
+        exit(1);
+    }
+}
+
+static sqlite3_stmt *prepare(const char *text) {
+    sqlite3_stmt *statement;
+    if (sqlite3_prepare_v2(db, text, -1, &statement, NULL) != SQLITE_OK) {
+        fprintf(stderr, "sqlite: %s\n", sqlite3_errmsg(db));
+        exit(1);
+    }
+    return statement;
+}
+
+static void step(sqlite3_stmt *statement) {
+    if (sqlite3_step(statement) != SQLITE_DONE) {
+        fprintf(stderr, "sqlite: %s\n", sqlite3_errmsg(db));
+        exit(1);
+    }
+    sqlite3_reset(statement);
+}
+
+static const char *nameOf(int i) { return strrchr(paths[i], '/') + 1; }
+
+static void *committer(void *unused) {
+    (void)unused;
+    sqlite3_stmt *update = prepare("UPDATE downloads SET state = 'completed', bytes = ? WHERE id = ?");
+    int *batch = malloc(sizeof(int) * count);
+    pthread_mutex_lock(&lock);
+    for (;;) {
+        while (waitingCount == 0 && !stopping) pthread_cond_wait(&due, &lock);
+        if (waitingCount == 0) break;
+        int n = waitingCount;
+        memcpy(batch, waiting, sizeof(int) * n);
+        waitingCount = 0;
+        pthread_mutex_unlock(&lock);
+        sql("BEGIN");
+        for (int k = 0; k < n; k++) {
+            sqlite3_bind_int64(update, 1, 102400);
+            sqlite3_bind_int(update, 2, batch[k] + 1);
+            step(update);
+        }
+        sql("COMMIT");
+        for (int k = 0; k < n; k++) {
+            char part[1024];
+            snprintf(part, sizeof part, "%s.part", nameOf(batch[k]));
+            if (rename(part, nameOf(batch[k])) != 0) fail("rename");
+        }
+        pthread_mutex_lock(&lock);
+    }
+    pthread_mutex_unlock(&lock);
+    return NULL;
+}
+
+static void openStore(const char *path) {
+    if (sqlite3_open(path, &db) != SQLITE_OK) fail(path);
+    sql("PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL;");
+    sql("CREATE TABLE downloads (id INTEGER PRIMARY KEY, url TEXT NOT NULL, state TEXT NOT NULL, bytes INTEGER NOT NULL)");
+    sqlite3_stmt *insert = prepare("INSERT INTO downloads (id, url, state, bytes) VALUES (?, ?, 'queued', 0)");
+    sql("BEGIN");
+    for (int k = 0; k < count; k++) {
+        sqlite3_bind_int(insert, 1, k + 1);
+        sqlite3_bind_text(insert, 2, paths[k], -1, SQLITE_STATIC);
+        step(insert);
+    }
+    sql("COMMIT");
+    sqlite3_finalize(insert);
+    waiting = malloc(sizeof(int) * count);
+}
+#endif
 
 static void writeAll(int fd, const char *bytes, long length) {
     while (length > 0) {
@@ -85,7 +180,14 @@ static void *worker(void *unused) {
         }
         if (durable && fsync(fd) != 0) fail("fsync");
         close(fd);
+#ifdef WITH_STORE
+        pthread_mutex_lock(&lock);
+        waiting[waitingCount++] = i;
+        pthread_cond_signal(&due);
+        pthread_mutex_unlock(&lock);
+#else
         if (rename(part, name) != 0) fail("rename");
+#endif
     }
     close(s);
     return NULL;
@@ -93,7 +195,7 @@ static void *worker(void *unused) {
 
 int main(int argc, char **argv) {
     if (argc < 3) {
-        fprintf(stderr, "usage: durable-floor PORT URL_LIST [1|0]\n");
+        fprintf(stderr, "usage: durable-floor PORT URL_LIST [1|0] [DATABASE]\n");
         return 2;
     }
     port = atoi(argv[1]);
@@ -108,9 +210,22 @@ int main(int argc, char **argv) {
         path = path ? strchr(path + 3, '/') : NULL;
         if (path && strrchr(path, '/')[1]) paths[count++] = strdup(path);
     }
+#ifdef WITH_STORE
+    openStore(argc > 4 ? argv[4] : "queue.sqlite");
+    pthread_t store;
+    pthread_create(&store, NULL, committer, NULL);
+#endif
     pthread_t threads[16];
     for (int k = 0; k < 16; k++) pthread_create(&threads[k], NULL, worker, NULL);
     for (int k = 0; k < 16; k++) pthread_join(threads[k], NULL);
+#ifdef WITH_STORE
+    pthread_mutex_lock(&lock);
+    stopping = 1;
+    pthread_cond_signal(&due);
+    pthread_mutex_unlock(&lock);
+    pthread_join(store, NULL);
+    sqlite3_close(db);
+#endif
     if (durable) {
         int directory = open(".", O_RDONLY);
         if (directory < 0 || fsync(directory) != 0) fail("fsync of the directory");
