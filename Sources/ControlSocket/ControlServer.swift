@@ -56,7 +56,18 @@ public final class ControlServer: Sendable {
     }
 
     static func start(socketPath: String, queue: any QueueControl, logger: Logger, limits: Limits) async throws(Failure) -> ControlServer {
-        let socket = try ListeningSocket.bind(socketPath)
+        let bound = try ListeningSocket.bind(socketPath)
+        // NIO closes the descriptor it is given when its channel fails after taking it, but not
+        // when it fails before: it gets a copy, and this one is closed here in every case. A
+        // second close of a number would close whatever file took it meanwhile (a part file, the
+        // database). The price, on the one path where NIO never took its copy: that copy stays
+        // open, its path unlinked.
+        let socket = ListeningSocket.copy(of: bound)
+        close(bound)
+        guard let socket else {
+            unlink(socketPath)
+            throw Failure(description: "cannot listen on \(socketPath): \(ListeningSocket.reason(errno))")
+        }
         let channel: NIOAsyncChannel<Accepted, Never>
         do {
             channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton).bind(socket) { channel in
@@ -75,9 +86,8 @@ public final class ControlServer: Sendable {
                 }
             }
         } catch {
-            close(socket)
             unlink(socketPath)
-            throw Failure(description: "cannot listen on \(socketPath): \(error)")
+            throw Failure(description: "cannot listen on \(socketPath): \(ListeningSocket.reason(of: error))")
         }
         let server = ControlServer(socketPath: socketPath, queue: queue, logger: logger, limits: limits, channel: channel.channel)
         server.run(channel)

@@ -77,7 +77,19 @@ enum ListeningSocket {
         return address
     }
 
-    private static func reason(_ code: Int32) -> String {
+    /// A copy of `socket` (close-on-exec), nil when none can be made (`errno` says why).
+    static func copy(of socket: NIOBSDSocket.Handle) -> NIOBSDSocket.Handle? {
+        let copy = fcntl(socket, F_DUPFD_CLOEXEC, 0)
+        return copy >= 0 ? copy : nil
+    }
+
+    static func reason(_ code: Int32) -> String {
         String(cString: strerror(code)).lowercased()
+    }
+
+    /// Why listening failed, in words: the system's for an error with a code, never a type's name.
+    static func reason(of error: any Error) -> String {
+        if let error = error as? IOError { return reason(error.errnoCode) }
+        return "the socket could not be set up"
     }
 }

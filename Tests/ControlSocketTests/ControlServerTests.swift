@@ -35,6 +35,43 @@ import TestSupport
         #expect(FileManager.default.contents(atPath: path) == Data("mine".utf8))
     }
 
+    /// The listening socket is held by one descriptor while the server runs (NIO's copy; the one
+    /// bound is closed at once, never a second time later) and by none after it stops.
+    @Test func theListeningSocketIsHeldByOneDescriptorAndNoneAfterTheServer() async throws {
+        let scratch = try TemporaryDirectory("haul-control")
+        defer { withExtendedLifetime(scratch) {} }
+        let path = scratch.path + "/haul.sock"
+        try await ControlHarness.withQueue { queue in
+            let server = try await ControlServer.start(socketPath: path, queue: queue, logger: Logger(label: "test"))
+            let inode = try #require(Self.socketInode(listeningAt: path))
+            #expect(Self.descriptors(of: inode) == 1)
+            #expect(await ControlClient.connect(socketPath: path) != nil)
+            await server.shutdown()
+            #expect(Self.descriptors(of: inode) == 0)
+        }
+    }
+
+    @Test func aFailureToListenIsSaidInWordsNotTypes() {
+        #expect(ListeningSocket.reason(of: IOError(errnoCode: EADDRINUSE, reason: "bind")) == "address already in use")
+        #expect(ListeningSocket.reason(of: ChannelError.ioOnClosedChannel) == "the socket could not be set up")
+    }
+
+    /// The inode of the listening Unix socket at `path` (`/proc/net/unix`).
+    private static func socketInode(listeningAt path: String) -> String? {
+        guard let table = try? String(contentsOfFile: "/proc/net/unix", encoding: .utf8) else { return nil }
+        for line in table.split(separator: "\n") {
+            let fields = line.split(separator: " ", omittingEmptySubsequences: true)
+            if fields.count >= 8, fields[7] == path { return String(fields[6]) }
+        }
+        return nil
+    }
+
+    /// How many of this process's descriptors are the socket with `inode`.
+    private static func descriptors(of inode: String) -> Int {
+        let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
+        return entries.filter { (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/" + $0)) == "socket:[\(inode)]" }.count
+    }
+
     @Test func curlSpeaksEveryEndpoint() async throws {
         try await ControlHarness.with { harness in
             harness.server.serve("/c.bin", size: 200_000)
