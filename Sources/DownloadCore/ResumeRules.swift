@@ -266,12 +266,36 @@ public enum ResumeRules {
             + "so the \(Format.bytes(kept)) on disk are kept (cancel and add the URL again if it is the new file)"
     }
 
-    /// Why a 200 answered a Range + If-Range request: either the validator no longer matches, or the
-    /// server does not do ranges. Telling them apart only changes what the row says.
+    /// Why a 200 answered a Range + If-Range request: the validator no longer matches, the server
+    /// would not take a date as the validator, or it does not do ranges. Telling them apart only
+    /// changes what the row says.
+    ///
+    /// Entity tags are compared weakly here (`W/"x"` and `"x"` are the same version): Apache makes a
+    /// file's tag weak when it is asked for within a second of the file's change, and a resume then
+    /// carries the date, which Apache refuses until the file is a minute old (its 200 then brings
+    /// the same tag, strong).
     static func whyWhole(_ response: ResponseFacts, _ validators: Validators) -> String {
-        let changed = (validators.etag != nil && response.etag != validators.etag)
-            || (validators.etag == nil && validators.lastModified != nil && response.lastModified != validators.lastModified)
-        return changed ? "resource changed" : "server ignores ranges"
+        if let stored = validators.etag {
+            guard let now = response.etag, opaque(now) == opaque(stored) else { return "resource changed" }
+            // The same strong tag is the same bytes, whatever the date says.
+            if validators.hasStrongETag, now == stored { return "server ignores ranges" }
+        }
+        if let stored = validators.lastModified {
+            if let now = response.lastModified {
+                if now != stored { return "resource changed" }
+            } else if validators.etag == nil {
+                return "resource changed"
+            }
+        }
+        if !validators.hasStrongETag, validators.lastModified != nil {
+            return "server would not resume on the Last-Modified date"
+        }
+        return "server ignores ranges"
+    }
+
+    /// An entity tag without its weakness mark (`W/`).
+    private static func opaque(_ etag: String) -> Substring {
+        etag.hasPrefix("W/") ? etag.dropFirst(2) : Substring(etag)
     }
 
     private static func decide206(

@@ -98,6 +98,31 @@ import Testing
         #expect(decide(.resume(from: 40, ifRange: "old"), newDate, validators: dateOnly) == .write(offset: 0, total: 100, disposition: .restarted(reason: "resource changed")))
     }
 
+    /// Apache: a file asked for within a second of its change gets a weak tag, so the resume
+    /// carries the date, which Apache answers with the whole file until the file is a minute old
+    /// (the tag strong by then). The row says so, not that the file changed.
+    @Test func a200ToAResumeByDateSaysWhetherTheFileChanged() {
+        let date = "Fri, 27 Nov 2026 20:50:22 GMT"
+        let weak = Validators(etag: "W/\"186a0-66148356e8d88\"", lastModified: date)
+        let plan = RequestPlan.resume(from: 40, ifRange: date)
+        func restarted(_ response: ResponseFacts, _ validators: Validators = weak) -> ResponseDecision {
+            decide(plan, response, validators: validators)
+        }
+        func write(_ reason: String) -> ResponseDecision { .write(offset: 0, total: 100, disposition: .restarted(reason: reason)) }
+        let refused = "server would not resume on the Last-Modified date"
+        // The same version: its tag strong now, or still weak; the date alone (no tag) the same.
+        #expect(restarted(ResponseFacts(status: 200, contentLength: 100, etag: "\"186a0-66148356e8d88\"", lastModified: date)) == write(refused))
+        #expect(restarted(ResponseFacts(status: 200, contentLength: 100, etag: "W/\"186a0-66148356e8d88\"", lastModified: date)) == write(refused))
+        #expect(restarted(ResponseFacts(status: 200, contentLength: 100, lastModified: date), Validators(lastModified: date)) == write(refused))
+        // Another version: another tag, another date, or the tag gone.
+        #expect(restarted(ResponseFacts(status: 200, contentLength: 100, etag: "\"186a0-66148356e9000\"", lastModified: date)) == write("resource changed"))
+        #expect(restarted(ResponseFacts(status: 200, contentLength: 100, etag: "W/\"186a0-66148356e8d88\"", lastModified: "Fri, 27 Nov 2026 20:50:23 GMT")) == write("resource changed"))
+        #expect(restarted(ResponseFacts(status: 200, contentLength: 100, lastModified: date)) == write("resource changed"))
+        // A strong tag matched is the same bytes: the server ignored the range, whatever the date says.
+        #expect(decide(.resume(from: 40, ifRange: "\"abc\""), ResponseFacts(status: 200, contentLength: 100, etag: "\"abc\"", lastModified: "another date")) == write("server ignores ranges"))
+        #expect(decide(.resume(from: 40, ifRange: "\"abc\""), ResponseFacts(status: 200, contentLength: 100, etag: "W/\"abc\"", lastModified: strong.lastModified)) == write("server ignores ranges"))
+    }
+
     @Test func a200ToAFreshRequestIsFreshOrARestart() {
         let response = ResponseFacts(status: 200, contentLength: 100)
         #expect(decide(.fresh(discarding: nil), response) == .write(offset: 0, total: 100, disposition: .fresh))
