@@ -39,7 +39,7 @@ import TestSupport
         #expect(directory.liveHolder() == nil, "a pid file whose process runs is no holder without the lock")
     }
 
-    @Test func theHolderIsFoundAmongHundredsOfLocks() throws {
+    @Test func theHolderIsFoundAmongHundredsOfLocks() async throws {
         // /proc/locks says its size is 0; a reader that trusts that, or reads once, sees only its
         // first page. 300 other locks push the queue's past it, in either order.
         let scratch = try TemporaryDirectory("haul-holder")
@@ -57,7 +57,9 @@ import TestSupport
         #expect(directory.liveHolder() == getpid(), "taken before the others")
         withExtendedLifetime(first) {}
         first = nil
-        #expect(directory.liveHolder() == nil)
+        // Soon rather than at once: a process another test starts meanwhile holds a copy of the
+        // lock's descriptor until its `exec` (see the test above; failed once in a full run).
+        #expect(try await eventually(timeout: 2, "released with the lock") { directory.liveHolder() == nil })
         let again = try directory.lock()
         #expect(directory.liveHolder() == getpid(), "taken after the others")
         withExtendedLifetime(again) {}
