@@ -131,6 +131,18 @@ public struct QueueListing: Sendable, Hashable, Encodable {
         download.completedPath ?? download.partPath
     }
 
+    /// `haul list`'s line under a download: what went wrong (`error: …`), why it stopped with the
+    /// haul that ran it (`paused: …`: nothing went wrong), or why it waits for room (its own words,
+    /// `waiting for disk space (…)`); nil when there is nothing to say.
+    public static func note(_ download: Download) -> String? {
+        guard let text = error(download) else { return nil }
+        switch download.state {
+        case .paused where download.pausedByShutdown: return "paused: " + text
+        case .waitingForSpace: return text
+        default: return "error: " + text
+        }
+    }
+
     /// What went wrong, or why the download waits, in one line; nil when nothing did.
     public static func error(_ download: Download) -> String? {
         switch download.state {

@@ -90,8 +90,8 @@ struct List: AsyncParsableCommand {
             if download.state.isRetryDue(at: now) {
                 lines.append("    \(DownloadState.retryDueWords)")
             }
-            if let error = QueueListing.error(download) {
-                lines.append("    error: \(TerminalText.sanitize(error))")
+            if let note = QueueListing.note(download) {
+                lines.append("    \(TerminalText.sanitize(note))")
             }
         }
         return lines.joined(separator: "\n") + "\n"

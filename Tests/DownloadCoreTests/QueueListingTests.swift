@@ -69,6 +69,20 @@ import Testing
         #expect(String(decoding: QueueListing.json([]), as: UTF8.self) == "[]")
     }
 
+    /// `haul list`'s line under a row calls an error an error, and nothing else: a download that
+    /// stopped with its haul said `error: stopped when haul exited …`.
+    @Test func theListsNoteCallsOnlyAnErrorAnError() throws {
+        let notes = try downloads().map(QueueListing.note)
+        #expect(notes == [
+            nil,
+            "error: server said 404 \"Not Found\"\t<html>/\u{01}",
+            "paused: stopped when haul exited; resumes when haul runs the queue or gets it again",
+            "error: HTTP 503",
+            "error: HTTP 503",
+            "waiting for disk space (disk full, 0 B free, floor 245 KiB)",
+        ])
+    }
+
     @Test func liveObjectsAddTheSpeedOnly() throws {
         var download = try downloads()[0]
         download.bytesPerSecond = 1234.6
