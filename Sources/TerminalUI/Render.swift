@@ -542,6 +542,8 @@ struct Painter {
     func hints(width: Int) -> Line {
         var line = LineBuilder(width: width, unicode: unicode)
         for action in KeyMap.hinted {
+            // The demo cannot detach: its key is not offered (pressing it says why).
+            if action == .detach, state.cannotDetach != nil { continue }
             guard let binding = KeyMap.bindings.first(where: { $0.action == action }), let hint = binding.hint else { continue }
             // The first key is enough here (`q`, `space`, `d`); the help lists them all.
             let label = KeyMap.firstLabel(binding, unicode: unicode)

@@ -237,6 +237,12 @@ import Testing
         }
         let narrow = render(Fixture.state(width: 80, height: 24)).lines[23].text
         #expect(narrow.hasPrefix("q quit  ? help  "), "quit and help never fall off: \(narrow)")
+        // The demo cannot detach, so its hints do not offer it (seen in the demo's details view).
+        var demo = Fixture.state(width: 200, height: 50)
+        demo.cannotDetach = "the demo cannot detach"
+        let demoHints = render(demo).lines[49].text
+        #expect(hints.contains("D detach") && !demoHints.contains("D detach"), "\(demoHints)")
+        #expect(demoHints.contains("/ find  s sort"), "\(demoHints)")
         var state = Fixture.state(width: 200, height: 50)
         state.overlay = .help
         let help = render(state).text
