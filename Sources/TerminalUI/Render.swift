@@ -468,8 +468,16 @@ struct Painter {
         if let lastModified = download.lastModified { validators.append("Last-Modified \(lastModified)") }
         wrapped("Validators", validators.isEmpty ? "none: a resume is trusted only when the length matches" : validators.joined(separator: unicode ? " · " : ", "), most: 3)
         let dot = unicode ? " · " : ", "
-        var http = download.lastStatus.map { "HTTP \($0)" } ?? "no response yet"
-        http += dot + "\(Format.bytes(download.bytesOnDisk)) of \(download.totalBytes.map(Format.bytes) ?? "unknown size")"
+        var http = download.lastStatus.map { "HTTP \($0)" + dot } ?? ""
+        if download.lastStatus == nil {
+            // Only while one may still come: an answer the download could not use (a 404, a 503)
+            // is not kept as its status, and the failure or the wait below names it.
+            switch download.state {
+            case .queued, .downloading, .paused: http = "no response yet" + dot
+            case .failed, .waiting, .waitingForSpace, .completed, .cancelled: break
+            }
+        }
+        http += "\(Format.bytes(download.bytesOnDisk)) of \(download.totalBytes.map(Format.bytes) ?? "unknown size")"
         if download.state == .downloading { http += dot + Format.speed(download.bytesPerSecond) }
         if download.state == .downloading, download.connections > 1 { http += dot + "\(download.connections) connections" }
         if !download.segments.isEmpty { http += dot + "\(download.segments.count) parts" }

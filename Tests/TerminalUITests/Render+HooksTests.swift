@@ -43,6 +43,7 @@ import Testing
         var failing = Fixture.download(1, "report.pdf", .completed, done: 2048, total: 2048)
         failing.completedPaths = ["/downloads/report.pdf"]
         failing.hook = HookRun(event: .complete, status: .exited(code: 3, seconds: 0.25))
+        failing.lastStatus = 200
         var state = Fixture.state(width: 80, height: 12, downloads: [failing])
         state.showDetails = true
         let lines = render(state).lines.map(\.text)
@@ -52,7 +53,7 @@ import Testing
             URL        https://user:***@example.com/files/1
             Saved to   /downloads/report.pdf
             Validators none: a resume is trusted only when the length matches
-            Status     completed  no response yet · 2.0 KiB of 2.0 KiB
+            Status     completed  HTTP 200 · 2.0 KiB of 2.0 KiB
             Limit      none of its own (l sets one) · none for all (L sets one)
             Resumes    never resumed
             Last error none

@@ -228,6 +228,21 @@ import Testing
         #expect(render(state).text.contains("(no validator: checked by overlap)"))
     }
 
+    /// The details' status says "no response yet" only while one may come: a 404 or a 503 is
+    /// not kept as the download's status (its failure or wait names it), and it did answer.
+    @Test func theDetailsSayNoResponseYetOnlyWhileOneMayCome() {
+        func status(_ state: DownloadState) -> String {
+            var view = Fixture.state(width: 100, height: 30, downloads: [Fixture.download(1, "x.bin", state)])
+            view.showDetails = true
+            return render(view).lines.map(\.text).first { $0.hasPrefix("Status") } ?? ""
+        }
+        #expect(status(.queued).contains("no response yet"))
+        #expect(status(.paused).contains("no response yet"))
+        #expect(!status(.failed(reason: "HTTP 404 Not Found")).contains("no response yet"))
+        #expect(status(.failed(reason: "HTTP 404 Not Found")).contains("failed  0 B of unknown size"))
+        #expect(!status(.waiting(until: Fixture.now, reason: "HTTP 503 Service Unavailable")).contains("no response yet"))
+    }
+
     @Test func hintsAndHelpComeFromTheKeyTable() {
         let frame = render(Fixture.state(width: 200, height: 50))
         let hints = frame.lines[49].text
