@@ -63,10 +63,11 @@ public final class ControlServer: Sendable {
         // database). The price, on the one path where NIO never took its copy: that copy stays
         // open, its path unlinked.
         let socket = ListeningSocket.copy(of: bound)
+        let copyError = errno
         close(bound)
         guard let socket else {
             unlink(socketPath)
-            throw Failure(description: "cannot listen on \(socketPath): \(ListeningSocket.reason(errno))")
+            throw Failure(description: "cannot listen on \(socketPath): \(ListeningSocket.reason(copyError))")
         }
         let channel: NIOAsyncChannel<Accepted, Never>
         do {

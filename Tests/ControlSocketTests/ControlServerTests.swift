@@ -58,8 +58,11 @@ import TestSupport
 
     /// The inode of the listening Unix socket at `path` (`/proc/net/unix`).
     private static func socketInode(listeningAt path: String) -> String? {
-        guard let table = try? String(contentsOfFile: "/proc/net/unix", encoding: .utf8) else { return nil }
-        for line in table.split(separator: "\n") {
+        // Read to the end: /proc says the file is empty to anything that asks its size first, and
+        // one read gives a page of it (a full run has more sockets open than fit).
+        guard let handle = FileHandle(forReadingAtPath: "/proc/net/unix"), let data = try? handle.readToEnd() else { return nil }
+        try? handle.close()
+        for line in String(decoding: data, as: UTF8.self).split(separator: "\n") {
             let fields = line.split(separator: " ", omittingEmptySubsequences: true)
             if fields.count >= 8, fields[7] == path { return String(fields[6]) }
         }
