@@ -545,10 +545,20 @@ public struct AppDatabase: QueueJournal, Sendable {
         try writer.read { db in try Self.migrator.appliedMigrations(db) }
     }
 
+    /// A failed open or read of the queue in haul's words, by SQLite's result code: said once,
+    /// never as an error's type or a bare code (a damaged file read `26 (file is not a database):
+    /// file is not a database`).
     static func describe(_ error: any Error) -> String {
-        if let error = error as? DatabaseError {
-            return "\(error.resultCode): \(error.message ?? "unknown error")"
+        guard let error = error as? DatabaseError else { return "the queue's database could not be used" }
+        switch error.resultCode {
+        case .SQLITE_NOTADB, .SQLITE_CORRUPT:
+            return "the file is not a queue database, or it is damaged (move it aside, and haul starts an empty queue)"
+        case .SQLITE_CANTOPEN, .SQLITE_PERM, .SQLITE_AUTH: return "it cannot be opened (forbidden, or its directory is gone)"
+        case .SQLITE_READONLY: return "the queue's database cannot be written (read-only)"
+        case .SQLITE_FULL: return "the disk holding the queue is full"
+        case .SQLITE_IOERR: return "the disk holding the queue failed (I/O error)"
+        case .SQLITE_BUSY, .SQLITE_LOCKED: return "the queue's database is busy"
+        default: return "SQLite error \(error.resultCode.primaryResultCode.rawValue)" + (error.message.map { " (\($0))" } ?? "")
         }
-        return String(describing: error)
     }
 }

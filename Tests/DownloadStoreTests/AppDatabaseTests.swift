@@ -279,6 +279,25 @@ import TestSupport
         #expect(stat(directory.path, &info) == 0 && info.st_mode & 0o777 == 0o700)
     }
 
+    /// A queue file that is not a database (overwritten, damaged) is refused in haul's words and
+    /// left as it is: never erased, never migrated over.
+    @Test func aDamagedQueueIsRefusedInWordsAndLeftAlone() throws {
+        let scratch = try TemporaryDirectory("haul-damaged")
+        defer { withExtendedLifetime(scratch) {} }
+        let path = scratch.path("queue.sqlite")
+        let garbage = Data(repeating: 0x67, count: 8192)
+        try garbage.write(to: URL(fileURLWithPath: path))
+        for readOnly in [false, true] {
+            #expect {
+                _ = try AppDatabase.open(at: path, readOnly: readOnly)
+            } throws: { error in
+                (error as? AppDatabase.Failure)?.description
+                    == "cannot open the queue database \(path): the file is not a queue database, or it is damaged (move it aside, and haul starts an empty queue)"
+            }
+        }
+        #expect(FileManager.default.contents(atPath: path) == garbage)
+    }
+
     @Test func theLockNamesItsHolderAndIsReleasedWithIt() async throws {
         let scratch = try TemporaryDirectory("haul-lock")
         defer { withExtendedLifetime(scratch) {} }
