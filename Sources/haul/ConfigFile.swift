@@ -42,13 +42,13 @@ struct Settings: Sendable, Equatable {
 ///
 /// Keys are the long option names: `dir`, `state`, `max-active`, `max-tries`, `connect-timeout`,
 /// `stall-timeout`, `limit-rate`, `limit-rate-each`, `connections`, `header` (repeatable), `user-agent`, `ca-certificate`, `fsync`,
-/// `allow-downgrade`, `refresh`, `ascii`, `min-free`, `purge-when-low`, `on-complete`, `on-fail`, `hook-timeout`. Paths may start with `~/`; other relative paths are taken from the home
+/// `allow-downgrade`, `refresh`, `ascii`, `mouse`, `min-free`, `purge-when-low`, `on-complete`, `on-fail`, `hook-timeout`. Paths may start with `~/`; other relative paths are taken from the home
 /// directory. An unknown key or a bad value is an error naming the file and line.
 enum ConfigFile {
     static let keys = [
         "dir", "state", "max-active", "max-tries", "connect-timeout", "stall-timeout", "limit-rate", "limit-rate-each",
         "connections", "header", "user-agent", "ca-certificate", "fsync", "allow-downgrade", "refresh", "ascii",
-        "min-free", "purge-when-low", "on-complete", "on-fail", "hook-timeout",
+        "mouse", "min-free", "purge-when-low", "on-complete", "on-fail", "hook-timeout",
     ]
 
     /// The file to read: `--config`, else `$HAUL_CONFIG`, else the XDG location; `explicit` when
@@ -79,6 +79,7 @@ enum ConfigFile {
                 throw UsageError(message: "\(place): expected 'key = value'")
             }
             let key = line[..<equals].trimmingWhitespace().lowercased()
+            guard !key.isEmpty else { throw UsageError(message: "\(place): expected 'key = value' (no key before '=')") }
             let value = line[line.index(after: equals)...].trimmingWhitespace()
             do throws(UsageError) {
                 try set(key, value, in: &settings, home: home)

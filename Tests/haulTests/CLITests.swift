@@ -238,6 +238,7 @@ import TestSupport
         ("max-active = 40\n", "config:1: max-active must be between 1 and 32"),
         ("checksum = sha-256=00\n", "config:1: 'checksum' belongs to one download"),
         ("just words\n", "config:1: expected 'key = value'"),
+        ("= 3\n", "config:1: expected 'key = value' (no key before '=')"),
         ("header = X-Bad\n", "config:1: header 'X-Bad' is not 'Name: value'"),
         ("fsync = maybe\n", "config:1: fsync must be true or false"),
         ("limit-rate-each = 12\n", "config:1: limit-rate-each must be at least 1K, or 0 for none"),
@@ -252,6 +253,31 @@ import TestSupport
         #expect(run.stderr.contains(expected), "expected '\(expected)' in: \(run.stderr)")
         #expect(run.stderr.split(separator: "\n").count == 1)
         #expect(!FileManager.default.fileExists(atPath: directory + "/.state"))
+    }
+
+    /// The keys an unknown key's error names are the README's, every one of them accepted: the
+    /// list lacked `mouse`, which the README and the parser both had.
+    @Test func theConfigKeysAreTheREADMEs() async throws {
+        let scratch = try TemporaryDirectory("haul-cfg")
+        defer { withExtendedLifetime(scratch) {} }
+        let directory = scratch.path
+        try writeConfig("colour = blue\n", in: directory)
+        let run = try await CLI.haul(["add", "http://example.com/a"], in: directory)
+        let named = try #require(run.stderr.range(of: "(known: ").map { run.stderr[$0.upperBound...].prefix { $0 != ")" } })
+        let known = named.components(separatedBy: ", ")
+        let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let readme = try String(contentsOf: repository.appendingPathComponent("README.md"), encoding: .utf8)
+        let start = try #require(readme.range(of: "Keys are the long option names: "))
+        let end = try #require(readme.range(of: ". Flags override", range: start.upperBound..<readme.endIndex))
+        let listed = readme[start.upperBound..<end.lowerBound].components(separatedBy: "`").enumerated().filter { $0.offset % 2 == 1 }.map(\.element)
+        #expect(Set(known) == Set(listed), "README: \(listed), haul: \(known)")
+        #expect(known.count == Set(known).count)
+        // Each key named is one the parser takes (a bad value is its error, never an unknown key).
+        for key in known {
+            try writeConfig("\(key) = ?\n", in: directory)
+            let line = try await CLI.haul(["add", "http://example.com/a"], in: directory)
+            #expect(!line.stderr.contains("unknown key"), "\(key): \(line.stderr)")
+        }
     }
 
     @Test func anExplicitConfigFileMustExist() async throws {
