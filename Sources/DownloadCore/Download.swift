@@ -321,6 +321,15 @@ public struct Download: Sendable, Hashable, Identifiable, Codable, CustomReflect
     /// The file written at completion for the first requester (nil until then).
     public var completedPath: String? { completedPaths.first }
 
+    /// The file written at completion for the requester that asked for `destination` (each
+    /// requester gets its own: `completedPaths` follows `destination`, then `extraDestinations`);
+    /// the first requester's when `destination` is none of them.
+    public func completedPath(for destination: Destination) -> String? {
+        let index = destination == self.destination ? 0 : extraDestinations.firstIndex(of: destination).map { $0 + 1 }
+        if let index, completedPaths.indices.contains(index) { return completedPaths[index] }
+        return completedPath
+    }
+
     /// Fraction done in 0...1, when the total is known.
     public var fractionDone: Double? {
         guard let totalBytes, totalBytes > 0 else { return totalBytes == 0 ? 1 : nil }

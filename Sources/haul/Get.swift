@@ -61,6 +61,7 @@ struct Get: AsyncParsableCommand {
             if let signal = interruption.received { throw ExitCode(128 + signal) }
             throw UsageError(message: error.description)
         }
+        printer.asked(ids, requests.map(\.destination))
         for (id, note) in scheduleNotes { printer.note(id, note) }
         var finalSnapshot = await session.snapshot()
         printer.show(finalSnapshot, ids: ids)
@@ -108,6 +109,7 @@ struct Get: AsyncParsableCommand {
             throw LiveQueue.refused(error)
         }
         let ids = scheduled.ids
+        printer.asked(ids, requests.map(\.destination))
         for note in scheduled.notes { printer.note(note.id, note.text) }
         enum Event: Sendable {
             case snapshot(SessionSnapshot)

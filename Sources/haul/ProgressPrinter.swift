@@ -17,6 +17,9 @@ final class ProgressPrinter {
     }
 
     private var said: [DownloadID: Said] = [:]
+    /// Where this run asked for each download: a URL another requester asked for too is one
+    /// download with a file for each, and the line names this run's file.
+    private var asked: [DownloadID: Destination] = [:]
     /// For each position of `ids` (the same list at every call of a run): the row last looked at.
     /// An unchanged row (the storage a snapshot shares) has nothing new to say.
     private var seenIDs: [DownloadID] = []
@@ -30,6 +33,11 @@ final class ProgressPrinter {
     init(json: Bool, isTerminal: Bool) {
         self.json = json
         self.isTerminal = isTerminal && !json
+    }
+
+    /// The destinations this run asked for, in the order of `ids` (as `schedule` returns them).
+    func asked(_ ids: [DownloadID], _ destinations: [Destination]) {
+        for (id, destination) in zip(ids, destinations) where asked[id] == nil { asked[id] = destination }
     }
 
     /// What the queue said before this run: resumes and restarts counted earlier are not news.
@@ -144,7 +152,8 @@ final class ProgressPrinter {
         case .waitingForSpace(let reason):
             return "\(TerminalText.sanitize(reason)); bytes kept, it goes on by itself when there is room"
         case .completed:
-            return "completed \(TerminalText.sanitize(download.completedPath ?? download.destination.path)) (\(Format.bytes(download.bytesOnDisk)))"
+            let path = asked[download.id].flatMap(download.completedPath(for:)) ?? download.completedPath ?? download.destination.path
+            return "completed \(TerminalText.sanitize(path)) (\(Format.bytes(download.bytesOnDisk)))"
         case .failed(let reason):
             return "failed: \(TerminalText.sanitize(reason))"
         case .cancelled:

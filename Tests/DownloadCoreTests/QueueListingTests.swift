@@ -83,6 +83,19 @@ import Testing
         ])
     }
 
+    /// A URL asked for by two requesters is one download with a file for each: the file a
+    /// requester asked for is the one in its destination (`haul get -d b` named `a`'s file).
+    @Test func eachRequesterHasItsOwnCompletedFile() throws {
+        var download = Download(id: DownloadID(3), url: try #require(URL(string: "http://h/x.bin")), destination: .directory("/a"), partPath: "/a/x.bin.part")
+        download.extraDestinations = [.directory("/b"), .file("/c/named.bin")]
+        #expect(download.completedPath(for: .directory("/b")) == nil, "nothing before completion")
+        download.completedPaths = ["/a/x.bin", "/b/x.bin", "/c/named.bin"]
+        #expect(download.completedPath(for: .directory("/a")) == "/a/x.bin")
+        #expect(download.completedPath(for: .directory("/b")) == "/b/x.bin")
+        #expect(download.completedPath(for: .file("/c/named.bin")) == "/c/named.bin")
+        #expect(download.completedPath(for: .directory("/elsewhere")) == "/a/x.bin", "not a requester: the first file")
+    }
+
     @Test func liveObjectsAddTheSpeedOnly() throws {
         var download = try downloads()[0]
         download.bytesPerSecond = 1234.6

@@ -322,6 +322,23 @@ import TestSupport
         }
     }
 
+    /// Two requesters of one URL share its transfer, each with its own file; `haul get -d b`
+    /// says b's file (it named the first requester's, in another directory).
+    @Test func getNamesTheFileItAskedForWhenAnotherRequesterSharesTheURL() async throws {
+        try await CLI.withServer { server, directory in
+            server.serve("/shared.bin", size: 40_000)
+            let url = server.url("/shared.bin").absoluteString
+            for sub in ["a", "b"] { try FileManager.default.createDirectory(atPath: directory + "/" + sub, withIntermediateDirectories: true) }
+            #expect(try await CLI.haul(["add", url, "-d", "a"], in: directory).status == 0)
+            let got = try await CLI.haul(["get", url, "-d", "b"], in: directory)
+            #expect(got.status == 0, "\(got.stderr)")
+            #expect(got.stdout.contains("[1] completed \(directory)/b/shared.bin (39.0 KiB)"), "\(got.stdout)")
+            #expect(fileLength(directory + "/a/shared.bin") == 40_000)
+            #expect(fileLength(directory + "/b/shared.bin") == 40_000)
+            #expect(server.requests("/shared.bin").count == 1, "one transfer for both")
+        }
+    }
+
     @Test func pauseResumeCancelRemoveEditTheQueueOffline() async throws {
         try await CLI.withServer { server, directory in
             let urls = ["/p1.bin", "/p2.bin", "/p3.bin"].map { server.url($0).absoluteString }
