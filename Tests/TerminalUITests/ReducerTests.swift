@@ -101,9 +101,9 @@ import Testing
             Issue.record("no confirmation")
             return
         }
-        #expect(confirmation.question == "Purge 1 paused download (deletes 47.6 MiB of partial data; the downloads stay)?")
+        #expect(confirmation.question == "Purge 1 paused download (deletes 47.6 MiB of partial data; the download stays)?")
         #expect(state.handle([.char("y")]) == [.purgePaused])
-        #expect(state.message?.text == "purged 1 paused download: 47.6 MiB freed; they stay in the queue")
+        #expect(state.message?.text == "purged 1 paused download: 47.6 MiB freed; it stays in the queue")
 
         var nothingPaused = ViewState(snapshot: SessionSnapshot(downloads: [Fixture.downloads[0]], maxActive: 3))
         #expect(nothingPaused.handle([.char("X")]).isEmpty)
