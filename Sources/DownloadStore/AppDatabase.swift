@@ -555,9 +555,8 @@ public struct AppDatabase: QueueJournal, Sendable {
             return "the file is not a queue database, or it is damaged (move it aside, and haul starts an empty queue)"
         case .SQLITE_CANTOPEN, .SQLITE_PERM, .SQLITE_AUTH: return "it cannot be opened (forbidden, or its directory is gone)"
         case .SQLITE_READONLY: return "the queue's database cannot be written (read-only)"
-        case .SQLITE_FULL: return "the disk holding the queue is full"
         case .SQLITE_IOERR: return "the disk holding the queue failed (I/O error)"
-        case .SQLITE_BUSY, .SQLITE_LOCKED: return "the queue's database is busy"
+        case .SQLITE_FULL, .SQLITE_BUSY, .SQLITE_LOCKED: return describe(error)  // a write's words, the same here
         default: return "SQLite error \(error.resultCode.primaryResultCode.rawValue)" + (error.message.map { " (\($0))" } ?? "")
         }
     }

@@ -468,13 +468,14 @@ struct Painter {
         if let lastModified = download.lastModified { validators.append("Last-Modified \(lastModified)") }
         wrapped("Validators", validators.isEmpty ? "none: a resume is trusted only when the length matches" : validators.joined(separator: unicode ? " · " : ", "), most: 3)
         let dot = unicode ? " · " : ", "
-        var http = download.lastStatus.map { "HTTP \($0)" + dot } ?? ""
-        if download.lastStatus == nil {
+        var http = if let status = download.lastStatus {
+            "HTTP \(status)" + dot
+        } else {
             // Only while one may still come: an answer the download could not use (a 404, a 503)
             // is not kept as its status, and the failure or the wait below names it.
             switch download.state {
-            case .queued, .downloading, .paused: http = "no response yet" + dot
-            case .failed, .waiting, .waitingForSpace, .completed, .cancelled: break
+            case .queued, .downloading, .paused: "no response yet" + dot
+            case .failed, .waiting, .waitingForSpace, .completed, .cancelled: ""
             }
         }
         http += "\(Format.bytes(download.bytesOnDisk)) of \(download.totalBytes.map(Format.bytes) ?? "unknown size")"

@@ -244,7 +244,7 @@ public struct ViewState: Sendable {
                 // Said now: the rows show the rest (paused at 0 B, marked purged).
                 let paused = snapshot.downloads.filter { $0.state == .paused }
                 let bytes = paused.reduce(Int64(0)) { $0 + $1.bytesOnDisk }
-                message = StatusMessage("purged \(paused.count == 1 ? "1 paused download" : "\(paused.count) paused downloads"): \(Format.bytes(bytes)) freed; \(paused.count == 1 ? "it stays" : "they stay") in the queue")
+                message = StatusMessage("purged \(Self.pausedDownloads(paused.count)): \(Format.bytes(bytes)) freed; \(paused.count == 1 ? "it stays" : "they stay") in the queue")
                 return [.purgePaused]
             case .clearCompleted: return [.clearCompleted]
             case .stopQueue: return [.quit]
@@ -476,8 +476,12 @@ public struct ViewState: Sendable {
             return
         }
         let bytes = paused.reduce(Int64(0)) { $0 + $1.bytesOnDisk }
-        let what = paused.count == 1 ? "1 paused download" : "\(paused.count) paused downloads"
-        overlay = .confirm(Confirmation(kind: .purge, question: "Purge \(what) (deletes \(Format.bytes(bytes)) of partial data; \(paused.count == 1 ? "the download stays" : "the downloads stay"))?"))
+        overlay = .confirm(Confirmation(kind: .purge, question: "Purge \(Self.pausedDownloads(paused.count)) (deletes \(Format.bytes(bytes)) of partial data; \(paused.count == 1 ? "the download stays" : "the downloads stay"))?"))
+    }
+
+    /// `1 paused download`, `3 paused downloads`: the purge's question and its message.
+    private static func pausedDownloads(_ count: Int) -> String {
+        count == 1 ? "1 paused download" : "\(count) paused downloads"
     }
 
     private mutating func askClear() {

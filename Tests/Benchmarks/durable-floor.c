@@ -39,6 +39,9 @@ static atomic_int next;
 static int port;
 static int durable = 1;
 
+/// The file name of URL path `i`: what follows its last slash.
+static const char *nameOf(int i) { return strrchr(paths[i], '/') + 1; }
+
 static void fail(const char *what) {
     perror(what);
     exit(1);
@@ -84,8 +87,6 @@ static void step(sqlite3_stmt *statement) {
     }
     sqlite3_reset(statement);
 }
-
-static const char *nameOf(int i) { return strrchr(paths[i], '/') + 1; }
 
 static void *committer(void *unused) {
     (void)unused;
@@ -165,7 +166,7 @@ static void *worker(void *unused) {
         long left = atol(field + 15);
         char *body = end + 4;
         long held = have - (body - buffer);
-        const char *name = strrchr(paths[i], '/') + 1;
+        const char *name = nameOf(i);
         char part[1024];
         snprintf(part, sizeof part, "%s.part", name);
         int fd = open(part, O_WRONLY | O_CREAT | O_TRUNC, 0644);

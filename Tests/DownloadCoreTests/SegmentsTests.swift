@@ -141,14 +141,19 @@ import Testing
         #expect(garbled.download.segments.isEmpty && garbled.truncateTo == 0)
     }
 
-    @Test func theMachineKeepsPartsUntilTheVersionGoesOrTheFileCompletes() throws {
+    /// A machine that started one download over `connections`: its id and its order.
+    private func started(connections: Int) throws -> (SessionStateMachine, DownloadID, SessionStateMachine.TransferOrder) {
         var machine = SessionStateMachine()
         let url = try #require(URL(string: "http://h/x"))
-        let (id, actions) = try machine.schedule(url: url, destination: .file("/d/x"), options: RequestOptions(connections: 4))
-        guard case .startTransfer(let order) = actions.first else {
-            Issue.record("no start")
-            return
-        }
+        let (id, actions) = try machine.schedule(url: url, destination: .file("/d/x"), options: RequestOptions(connections: connections))
+        guard case .startTransfer(let order) = actions.first else { throw NoStart() }
+        return (machine, id, order)
+    }
+
+    private struct NoStart: Error {}
+
+    @Test func theMachineKeepsPartsUntilTheVersionGoesOrTheFileCompletes() throws {
+        var (machine, id, order) = try started(connections: 4)
         #expect(order.options.connections == 4)
         let parts = Segments.split(offset: 0, total: 4 << 20, count: 4)
         machine.recordSegments(id, parts)
@@ -162,13 +167,7 @@ import Testing
     }
 
     @Test func partsWrittenDuringACheckpointsSyncOutliveItsClaimWhenAheadInEveryPart() throws {
-        var machine = SessionStateMachine()
-        let url = try #require(URL(string: "http://h/x"))
-        let (id, actions) = try machine.schedule(url: url, destination: .file("/d/x"), options: RequestOptions(connections: 2))
-        guard case .startTransfer(let order) = actions.first else {
-            Issue.record("no start")
-            return
-        }
+        var (machine, id, order) = try started(connections: 2)
         machine.recordSegments(id, [Segment(start: 0, next: 0, end: 500), Segment(start: 500, next: 500, end: 1000)])
         // A checkpoint samples the parts, then syncs them; the parts written meanwhile are recorded.
         let sampled = [Segment(start: 0, next: 100, end: 500), Segment(start: 500, next: 600, end: 1000)]
