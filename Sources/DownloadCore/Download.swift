@@ -179,8 +179,8 @@ public struct Download: Sendable, Hashable, Identifiable, Codable, CustomReflect
         get { box.fields.connecting }
         _modify { yield &fields.connecting }
     }
-    /// Every byte is in and synced, and its file is being committed and moved into place: its
-    /// transfer is over (it holds no slot) but it is not `completed` yet; not stored. The screen
+    /// Every byte is in: the file is being synced, or committed and moved into place. It needs the
+    /// network no more (it holds no slot) but it is not `completed` yet; not stored. The screen
     /// says `finishing` (`shownWord`); the state stays `downloading` for scripts.
     @inlinable public var finishing: Bool {
         get { box.fields.finishing }

@@ -154,6 +154,13 @@ public struct SessionStateMachine: Sendable {
     private var orderChanges = 0
     /// The attempt transferring each `downloading` download.
     private var running: [DownloadID: AttemptID] = [:]
+    /// Running attempts that wrote every byte and are syncing their file (`transferWritten`): they
+    /// hold no slot. An id whose attempt no longer runs is stale and counts for nothing.
+    private var syncing: Set<DownloadID> = []
+    /// The running attempts that hold a slot: those not syncing.
+    private var activeCount: Int {
+        syncing.isEmpty ? running.count : running.keys.count { !syncing.contains($0) }
+    }
     /// The latest attempt of each download, running or not: its late `finished` still reports bytes.
     private var latestAttempt: [DownloadID: AttemptID] = [:]
     /// The retry timer each `waiting` download expects; other tokens are stale.
@@ -552,8 +559,8 @@ public struct SessionStateMachine: Sendable {
         guard configuration.startsTransfers else { return ([], nil) }
         var actions: [Action] = []
         var displaced: DownloadID?
-        if running.count >= configuration.maxActive,
-           let lowest = order.last(where: { running[$0] != nil && !startedByPerson.contains($0) }),
+        if activeCount >= configuration.maxActive,
+           let lowest = order.last(where: { running[$0] != nil && !syncing.contains($0) && !startedByPerson.contains($0) }),
            let attempt = running.removeValue(forKey: lowest), var stopped = downloads[lowest] {
             actions.append(.stopTransfer(lowest, attempt))
             speedMeters[lowest] = nil
@@ -564,7 +571,7 @@ public struct SessionStateMachine: Sendable {
             note(lowest, .paused, "back to queued with its bytes, to make room for download \(id) (resumed by a person)")
             displaced = lowest
         }
-        if running.count < configuration.maxActive {
+        if activeCount < configuration.maxActive {
             firstInLine.removeAll { $0 == id }
             if let start = start(id) {
                 startedByPerson.insert(id)
@@ -774,7 +781,8 @@ public struct SessionStateMachine: Sendable {
         // Running downloads under the floor stop first, lowest in the queue first (no freed slot
         // starts a download about to stop).
         for id in order.reversed() {
-            guard let reading = readings[id], reading.isLow, let attempt = running[id], var download = downloads[id] else { continue }
+            // A syncing download writes nothing more: it finishes.
+            guard let reading = readings[id], reading.isLow, let attempt = running[id], !syncing.contains(id), var download = downloads[id] else { continue }
             running[id] = nil
             speedMeters[id] = nil
             actions.append(.stopTransfer(id, attempt))
@@ -906,7 +914,8 @@ public struct SessionStateMachine: Sendable {
         guard count >= 1 else { throw .invalidArgument("at least one download must be allowed to run") }
         configuration.maxActive = count
         var actions: [Action] = []
-        var active = order.filter { downloads[$0]?.state == .downloading }
+        // A syncing download holds no slot: it is done with the network and finishes as it is.
+        var active = order.filter { downloads[$0]?.state == .downloading && !(running[$0] != nil && syncing.contains($0)) }
         while active.count > count, let id = active.popLast() {
             if let attempt = running.removeValue(forKey: id) {
                 actions.append(.stopTransfer(id, attempt))
@@ -998,7 +1007,7 @@ public struct SessionStateMachine: Sendable {
     public mutating func transferProgressed(
         _ id: DownloadID, attempt: AttemptID, bytesOnDisk: Int64, at time: Double, connections: Int? = nil
     ) -> Bool {
-        guard running[id] == attempt, var download = downloads[id] else { return false }
+        guard running[id] == attempt, !syncing.contains(id), var download = downloads[id] else { return false }
         receive(id, upTo: bytesOnDisk)
         var meter = speedMeters[id] ?? SpeedMeter()
         meter.record(bytes: bytesOnDisk, at: time)
@@ -1051,6 +1060,25 @@ public struct SessionStateMachine: Sendable {
         downloads[id] = download
     }
 
+    /// Attempt `attempt` of `id` wrote every byte (`bytesOnDisk` in all) and now syncs its file,
+    /// then ends with `transferFinished`. It holds no slot meanwhile: it needs nothing more from
+    /// the network, and a slow sync (a large file, a slow disk) keeps no other download waiting.
+    /// The row says `finishing`, with no speed; it is still `downloading` (nothing is completed
+    /// before its bytes are durable and its row committed). Returns the downloads that start.
+    public mutating func transferWritten(_ id: DownloadID, attempt: AttemptID, bytesOnDisk: Int64) -> [Action] {
+        guard running[id] == attempt, !syncing.contains(id), var download = downloads[id], download.state == .downloading else { return [] }
+        syncing.insert(id)
+        speedMeters[id] = nil
+        receive(id, upTo: bytesOnDisk)
+        download.bytesOnDisk = bytesOnDisk
+        download.bytesPerSecond = 0
+        download.connections = 0
+        download.connecting = false
+        download.finishing = true
+        downloads[id] = download
+        return startEligible()
+    }
+
     /// An attempt ended. `now` and `jitter` (0..<1) time the next retry of a retryable failure.
     ///
     /// `partStamp`: the finished part file's stamp (`completed`), kept as the one completed stamp
@@ -1065,6 +1093,9 @@ public struct SessionStateMachine: Sendable {
             // A late event: the download was paused, requeued or cancelled while this attempt ran.
             // Only the byte count of a stopped download is news; the state stays as the intent left it.
             if latestAttempt[id] == attempt, download.state != .cancelled, download.state != .downloading {
+                // Stopped while it synced: it is no longer anybody's.
+                syncing.remove(id)
+                download.finishing = false
                 download.bytesOnDisk = bytesOnDisk
                 download.connections = 0
                 download.lastActive = now
@@ -1073,9 +1104,11 @@ public struct SessionStateMachine: Sendable {
             return []
         }
         running[id] = nil
+        syncing.remove(id)
         speedMeters[id] = nil
         receive(id, upTo: bytesOnDisk)
         receivedFrom[id] = nil
+        download.finishing = false
         download.lastActive = now
         download.bytesOnDisk = bytesOnDisk
         download.bytesPerSecond = 0
@@ -1333,10 +1366,10 @@ public struct SessionStateMachine: Sendable {
     /// Starts downloads while slots are free: those a person resumed first, then queued downloads
     /// and due retries in queue order.
     private mutating func startEligible() -> [Action] {
-        guard configuration.startsTransfers, running.count < configuration.maxActive,
+        guard configuration.startsTransfers, activeCount < configuration.maxActive,
               downloads.hasQueued || !dueRetries.isEmpty else { return [] }
         var actions: [Action] = []
-        while let id = firstInLine.first, running.count < configuration.maxActive {
+        while let id = firstInLine.first, activeCount < configuration.maxActive {
             firstInLine.removeFirst()
             guard downloads.isQueued(id), !held.contains(id), let start = start(id) else { continue }
             startedByPerson.insert(id)
@@ -1345,7 +1378,7 @@ public struct SessionStateMachine: Sendable {
         var index = walkMarks == currentWalkMarks ? min(walkFrom, order.count) : 0
         // The first download the walk leaves queued or due a retry: the next walk starts there.
         var firstLeft: Int?
-        while index < order.count, running.count < configuration.maxActive {
+        while index < order.count, activeCount < configuration.maxActive {
             let id = order[index]
             defer {
                 if firstLeft == nil, downloads.isQueued(id) || dueRetries.contains(id) { firstLeft = index }
@@ -1384,7 +1417,9 @@ public struct SessionStateMachine: Sendable {
         nextAttempt += 1
         download.state = .downloading
         download.connecting = true
+        download.finishing = false
         downloads[id] = download
+        syncing.remove(id)
         receivedFrom[id] = download.bytesOnDisk
         // After a pause of every transfer, the speed is measured anew.
         if running.isEmpty { throughputMeter.reset() }

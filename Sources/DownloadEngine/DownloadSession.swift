@@ -689,7 +689,8 @@ public actor DownloadSession {
             began: { [weak self] start in await self?.transferBegan(id, attempt: attempt, start) },
             responded: { [weak self] info in await self?.transferResponded(id, attempt: attempt, info: info) },
             split: { [weak self] parts in await self?.transferSplit(id, attempt: attempt, parts: parts) ?? false },
-            discardVersion: { [weak self] in await self?.transferDiscards(id) }
+            discardVersion: { [weak self] in await self?.transferDiscards(id) },
+            written: { [weak self] bytes in await self?.transferWritten(id, attempt: attempt, bytes: bytes) }
         )
         configuration.logger.debug("start", metadata: ["id": "\(id)", "attempt": "\(attempt)"])
         let path = order.partPath
@@ -768,6 +769,25 @@ public actor DownloadSession {
         machine.discardVersion(id)
         ledger.emptied(id)
         await settled(publish())
+    }
+
+    /// The attempt wrote every byte and syncs its file next: its slot goes to the next in line at
+    /// once. The sync does not wait for a commit (the row says `finishing` with the next one).
+    private func transferWritten(_ id: DownloadID, attempt: AttemptID, bytes: Int64) async {
+        let actions = machine.transferWritten(id, attempt: attempt, bytesOnDisk: bytes)
+        let starts = actions.compactMap { action -> SessionStateMachine.TransferOrder? in
+            if case .startTransfer(let order) = action { return order }
+            return nil
+        }
+        guard starts.count == actions.count else {
+            // Anything besides starts goes the whole way (the commit included).
+            await perform(actions, soon: true)
+            return
+        }
+        for order in starts where !isShutDown && machine.runningAttempt(order.id) == order.attempt {
+            start(order)
+        }
+        publish(soon: true)
     }
 
     /// A body of unknown length or larger than `DurabilityLedger.smallBody` waits here until its

@@ -140,6 +140,10 @@ struct Transfer: Sendable {
     /// The parts are about to be thrown away (the resource changed): returns once the store no
     /// longer describes them, so that no crash can make the emptied file pass for them.
     let discardVersion: @Sendable () async -> Void
+    /// Every byte is in the part file (this many in all), which is synced next: the attempt needs
+    /// the network no more and gives its slot to the next download (`transferWritten`). Called
+    /// only before a sync (`syncOnCompletion`); without one, the attempt's end frees the slot.
+    let written: @Sendable (Int64) async -> Void
 
     private var host: String { order.url.host ?? "" }
 
@@ -307,7 +311,10 @@ struct Transfer: Sendable {
             case .complete(let total):
                 stream.discard()
                 await responded(info(head, finalURL: finalURL, facts: facts, total: total, disposition: .resumed(from: total, verified: validators.ifRange != nil)))
-                if syncOnCompletion { try await FileSync.syncOrThrow(order.partPath) }
+                if syncOnCompletion {
+                    await written(total)
+                    try await FileSync.syncOrThrow(order.partPath)
+                }
                 return await verified(order.partPath)
             case .refetch(let reason):
                 // Never append this body. One fresh request per attempt; a second oddity is an error.
@@ -434,7 +441,10 @@ struct Transfer: Sendable {
             )
         }
         // On a thread of its own: a sync of much dirty data must not hold a cooperative thread.
-        if syncOnCompletion { try await FileSync.syncOrThrow(file) }
+        if syncOnCompletion {
+            await written(file.length)
+            try await FileSync.syncOrThrow(file)
+        }
         return await verified(file.path)
     }
 
@@ -555,7 +565,10 @@ struct Transfer: Sendable {
             return try await restartWhole(&attempt, reason: restart.reason, fresh: restart.fresh)
         }
         if context.board.withBoard(\.isComplete) {
-            if syncOnCompletion { try await FileSync.syncOrThrow(file) }
+            if syncOnCompletion {
+                await written(context.total)
+                try await FileSync.syncOrThrow(file)
+            }
             return await verified(file.path)
         }
         if case .retryable(let reason, let retryAfter, _) = failure {

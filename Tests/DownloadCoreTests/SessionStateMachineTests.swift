@@ -496,6 +496,117 @@ import Testing
         #expect(m.download(first)?.completedPath == "/d/file.bin")
     }
 
+    // MARK: written, syncing (`transferWritten`)
+
+    /// Schedules `count` downloads (the first `maxActive` start) and returns their ids and attempts.
+    func scheduled(_ m: inout Machine, _ count: Int) throws -> [(DownloadID, AttemptID?)] {
+        try (0..<count).map { index in
+            let (id, actions) = try m.schedule(url: try #require(URL(string: "http://example.test/\(index)")), destination: .file("/d/\(index)"))
+            guard case .startTransfer(let order)? = actions.last else { return (id, nil) }
+            return (id, order.attempt)
+        }
+    }
+
+    @Test func aDownloadWhoseBytesAreWrittenSyncsWithoutItsSlot() throws {
+        var m = machine(maxActive: 1)
+        let downloads = try scheduled(&m, 2)
+        let (first, second) = (downloads[0].0, downloads[1].0)
+        let attempt = try #require(downloads[0].1)
+        #expect(downloads[1].1 == nil && m.download(second)?.state == .queued)
+        let progressed500 = m.transferProgressed(first, attempt: attempt, bytesOnDisk: 500, at: 1)
+        #expect(progressed500)
+        // Every byte written; the file syncs next: the next download starts now.
+        let actions = m.transferWritten(first, attempt: attempt, bytesOnDisk: 900)
+        guard actions.count == 1, case .startTransfer(let order) = actions[0] else { Issue.record("\(actions)"); return }
+        #expect(order.id == second)
+        let row = try #require(m.download(first))
+        #expect(row.state == .downloading, "not completed before its bytes are durable")
+        #expect(row.finishing && row.shownWord == "finishing")
+        #expect(row.bytesOnDisk == 900 && row.bytesPerSecond == 0 && row.connections == 0)
+        #expect(m.runningAttempt(first) == attempt, "its end is still to come")
+        let progressed = m.transferProgressed(first, attempt: attempt, bytesOnDisk: 900, at: 2)
+        #expect(!progressed, "no speed while it syncs")
+        // Said twice (or late) changes nothing.
+        let again = m.transferWritten(first, attempt: attempt, bytesOnDisk: 900)
+        #expect(again.isEmpty)
+        // The sync done: completed as ever, and nothing more to start.
+        let done = m.transferFinished(first, attempt: attempt, outcome: .completed, bytesOnDisk: 900, now: now, jitter: 0)
+        #expect(done == [.finalize(first)])
+        #expect(m.download(first)?.state == .completed && m.download(first)?.finishing == false)
+    }
+
+    @Test func aSyncThatFailsEndsTheAttemptAsEver() throws {
+        var m = machine(maxActive: 1)
+        let downloads = try scheduled(&m, 3)
+        let attempt = try #require(downloads[0].1)
+        _ = m.transferWritten(downloads[0].0, attempt: attempt, bytesOnDisk: 900)
+        #expect(m.download(downloads[1].0)?.state == .downloading)
+        // The sync found the disk full: the download waits for room with its bytes, and its end
+        // starts nothing (the slot went at `transferWritten`).
+        let actions = m.transferFinished(downloads[0].0, attempt: attempt, outcome: .noSpace(.writeFailed("disk full"), reading: nil), bytesOnDisk: 900, now: now, jitter: 0)
+        #expect(actions.isEmpty)
+        #expect(m.download(downloads[0].0)?.finishing == false)
+        guard case .waitingForSpace = m.download(downloads[0].0)?.state else { Issue.record("\(String(describing: m.download(downloads[0].0)?.state))"); return }
+        #expect(m.download(downloads[2].0)?.state == .queued, "one slot, taken by the second")
+    }
+
+    @Test func aWriteOfAStoppedOrOldAttemptIsIgnored() throws {
+        var m = machine(maxActive: 1)
+        let downloads = try scheduled(&m, 2)
+        let (first, attempt) = (downloads[0].0, try #require(downloads[0].1))
+        _ = try m.pause(first)
+        #expect(m.download(downloads[1].0)?.state == .downloading)
+        let stopped = m.transferWritten(first, attempt: attempt, bytesOnDisk: 900)
+        #expect(stopped.isEmpty)
+        #expect(m.download(first)?.state == .paused && m.download(first)?.finishing == false)
+        let old = m.transferWritten(first, attempt: AttemptID(rawValue: 999), bytesOnDisk: 900)
+        #expect(old.isEmpty)
+    }
+
+    @Test func aSyncingDownloadPausedKeepsItsBytesAndIsNoLongerFinishing() throws {
+        var m = machine(maxActive: 1)
+        let downloads = try scheduled(&m, 2)
+        let (first, attempt) = (downloads[0].0, try #require(downloads[0].1))
+        _ = m.transferWritten(first, attempt: attempt, bytesOnDisk: 900)
+        let paused = try m.pause(first)
+        #expect(paused == [.stopTransfer(first, attempt)], "nothing else starts: the slot was given already")
+        #expect(m.download(first)?.shownWord == "paused")
+        // Its sync ends anyway: a late event, the bytes noted, the pause kept.
+        let late = m.transferFinished(first, attempt: attempt, outcome: .completed, bytesOnDisk: 900, now: now, jitter: 0)
+        #expect(late.isEmpty)
+        #expect(m.download(first)?.state == .paused && m.download(first)?.bytesOnDisk == 900 && m.download(first)?.finishing == false)
+        // Resumed by a person: a new attempt (the server's 416 completes it), not finishing; the
+        // second, started by the queue, makes room.
+        let (actions, displaced) = try m.resumeNow(first)
+        #expect(displaced == downloads[1].0)
+        guard actions.count == 2, case .startTransfer(let order) = actions[1] else { Issue.record("\(actions)"); return }
+        #expect(order.id == first && order.attempt != attempt)
+        #expect(m.download(first)?.state == .downloading && m.download(first)?.finishing == false)
+    }
+
+    @Test func aSyncingDownloadIsNeitherDisplacedNorRequeuedNorStoppedForSpace() throws {
+        var m = machine(maxActive: 2)
+        let downloads = try scheduled(&m, 4)
+        let (first, attempt) = (downloads[0].0, try #require(downloads[0].1))
+        let third = downloads[2].0
+        _ = m.transferWritten(first, attempt: attempt, bytesOnDisk: 900)
+        #expect(m.download(third)?.state == .downloading)
+        // A person's resume displaces the lowest transferring download, never the syncing one.
+        _ = try m.pause(downloads[3].0)
+        let (_, displaced) = try m.resumeNow(downloads[3].0)
+        #expect(displaced == third)
+        #expect(m.download(first)?.finishing == true)
+        // One may run at once: the syncing one is not counted, nor sent back to the queue.
+        let fewer = try m.setMaxActive(1)
+        #expect(!fewer.contains(.stopTransfer(first, attempt)), "\(fewer)")
+        #expect(m.download(first)?.state == .downloading)
+        // Under the floor: it writes nothing more, so it finishes.
+        let low = DiskReading(free: 0, capacity: 100 << 20, floor: 1 << 20, filesystem: 1)
+        let check = m.spaceChecked([first: low], directory: nil, purgeWhenLow: false)
+        #expect(!check.actions.contains(.stopTransfer(first, attempt)), "\(check.actions)")
+        #expect(m.download(first)?.state == .downloading)
+    }
+
     @Test func aFinishedPartFilesStampStaysWithTheRowUntilItsFileIsPlaced() throws {
         var m = machine()
         let (id, attempt) = try started(&m)
