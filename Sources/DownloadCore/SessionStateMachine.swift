@@ -155,11 +155,11 @@ public struct SessionStateMachine: Sendable {
     /// The attempt transferring each `downloading` download.
     private var running: [DownloadID: AttemptID] = [:]
     /// Running attempts that wrote every byte and are syncing their file (`transferWritten`): they
-    /// hold no slot. An id whose attempt no longer runs is stale and counts for nothing.
+    /// hold no slot. Always some of `running`'s (`stopRunning`).
     private var syncing: Set<DownloadID> = []
     /// The running attempts that hold a slot: those not syncing.
     private var activeCount: Int {
-        syncing.isEmpty ? running.count : running.keys.count { !syncing.contains($0) }
+        running.count - syncing.count
     }
     /// The latest attempt of each download, running or not: its late `finished` still reports bytes.
     private var latestAttempt: [DownloadID: AttemptID] = [:]
@@ -473,7 +473,7 @@ public struct SessionStateMachine: Sendable {
             spaceWaits[id] = nil
             dueRetries.remove(id)
         case .downloading:
-            if let attempt = running.removeValue(forKey: id) {
+            if let attempt = stopRunning(id) {
                 actions.append(.stopTransfer(id, attempt))
             }
             startedByPerson.remove(id)
@@ -561,7 +561,7 @@ public struct SessionStateMachine: Sendable {
         var displaced: DownloadID?
         if activeCount >= configuration.maxActive,
            let lowest = order.last(where: { running[$0] != nil && !syncing.contains($0) && !startedByPerson.contains($0) }),
-           let attempt = running.removeValue(forKey: lowest), var stopped = downloads[lowest] {
+           let attempt = stopRunning(lowest), var stopped = downloads[lowest] {
             actions.append(.stopTransfer(lowest, attempt))
             speedMeters[lowest] = nil
             stopped.state = .queued
@@ -593,7 +593,7 @@ public struct SessionStateMachine: Sendable {
         case .completed:
             throw .illegal(id, state: download.state.word, intent: "cancel")
         case .downloading:
-            if let attempt = running.removeValue(forKey: id) {
+            if let attempt = stopRunning(id) {
                 actions.append(.stopTransfer(id, attempt))
             }
         case .queued, .paused, .waiting, .waitingForSpace, .failed:
@@ -783,7 +783,7 @@ public struct SessionStateMachine: Sendable {
         for id in order.reversed() {
             // A syncing download writes nothing more: it finishes.
             guard let reading = readings[id], reading.isLow, let attempt = running[id], !syncing.contains(id), var download = downloads[id] else { continue }
-            running[id] = nil
+            stopRunning(id)
             speedMeters[id] = nil
             actions.append(.stopTransfer(id, attempt))
             wait(&download, .belowFloor, reading)
@@ -915,9 +915,9 @@ public struct SessionStateMachine: Sendable {
         configuration.maxActive = count
         var actions: [Action] = []
         // A syncing download holds no slot: it is done with the network and finishes as it is.
-        var active = order.filter { downloads[$0]?.state == .downloading && !(running[$0] != nil && syncing.contains($0)) }
+        var active = order.filter { downloads[$0]?.state == .downloading && !syncing.contains($0) }
         while active.count > count, let id = active.popLast() {
-            if let attempt = running.removeValue(forKey: id) {
+            if let attempt = stopRunning(id) {
                 actions.append(.stopTransfer(id, attempt))
             }
             downloads[id]?.state = .queued
@@ -1093,8 +1093,7 @@ public struct SessionStateMachine: Sendable {
             // A late event: the download was paused, requeued or cancelled while this attempt ran.
             // Only the byte count of a stopped download is news; the state stays as the intent left it.
             if latestAttempt[id] == attempt, download.state != .cancelled, download.state != .downloading {
-                // Stopped while it synced: it is no longer anybody's.
-                syncing.remove(id)
+                // Stopped while it synced: no longer finishing.
                 download.finishing = false
                 download.bytesOnDisk = bytesOnDisk
                 download.connections = 0
@@ -1103,8 +1102,7 @@ public struct SessionStateMachine: Sendable {
             }
             return []
         }
-        running[id] = nil
-        syncing.remove(id)
+        stopRunning(id)
         speedMeters[id] = nil
         receive(id, upTo: bytesOnDisk)
         receivedFrom[id] = nil
@@ -1365,6 +1363,13 @@ public struct SessionStateMachine: Sendable {
 
     /// Starts downloads while slots are free: those a person resumed first, then queued downloads
     /// and due retries in queue order.
+    /// Ends `id`'s running attempt (and its sync, if it syncs); returns it.
+    @discardableResult
+    private mutating func stopRunning(_ id: DownloadID) -> AttemptID? {
+        syncing.remove(id)
+        return running.removeValue(forKey: id)
+    }
+
     private mutating func startEligible() -> [Action] {
         guard configuration.startsTransfers, activeCount < configuration.maxActive,
               downloads.hasQueued || !dueRetries.isEmpty else { return [] }
@@ -1419,7 +1424,6 @@ public struct SessionStateMachine: Sendable {
         download.connecting = true
         download.finishing = false
         downloads[id] = download
-        syncing.remove(id)
         receivedFrom[id] = download.bytesOnDisk
         // After a pause of every transfer, the speed is measured anew.
         if running.isEmpty { throughputMeter.reset() }
