@@ -70,6 +70,14 @@ public final class LoopbackServer: Sendable {
         return server
     }
 
+    /// Why `start` failed, in words of haul's own: the system's for its error number (a port in
+    /// use, no loopback address), never the networking library's description.
+    public static func words(for error: any Error) -> String {
+        if let error = error as? IOError { return String(cString: strerror(error.errnoCode)).lowercased() }
+        if error is NIOSSLError { return "its TLS certificate or key cannot be used" }
+        return "the system refused it"
+    }
+
     private init(channel: NIOAsyncChannel<Connection, Never>, host: String, scheme: String) {
         serverChannel = channel.channel
         port = channel.channel.localAddress?.port ?? 0

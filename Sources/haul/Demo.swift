@@ -141,7 +141,7 @@ struct Demo: AsyncParsableCommand {
             do {
                 started = try await LoopbackServer.start()
             } catch {
-                throw UsageError(message: "cannot start the demo server on 127.0.0.1: \(error)")
+                throw UsageError(message: "cannot start the demo server on 127.0.0.1: \(LoopbackServer.words(for: error))")
             }
         }
         try? "\(started.port)\n".write(toFile: portFile, atomically: true, encoding: .utf8)

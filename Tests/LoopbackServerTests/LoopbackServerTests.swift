@@ -40,6 +40,20 @@ import Testing
         return Reply(status: Int(response.status.code), headers: names, body: Array(body.readableBytesView))
     }
 
+    /// A server that cannot start says why in the system's words (as `haul demo` prints it), not
+    /// in the networking library's description of its error.
+    @Test func aPortInUseIsSaidInWords() async throws {
+        let first = try await LoopbackServer.start()
+        do {
+            let second = try await LoopbackServer.start(port: first.port)
+            await second.shutdown()
+            Issue.record("a second server started on port \(first.port)")
+        } catch {
+            #expect(LoopbackServer.words(for: error) == "address already in use", "\(error)")
+        }
+        await first.shutdown()
+    }
+
     @Test func contentIsDeterministicPositionDependentAndVersioned() {
         let whole = LoopbackContent.bytes(seed: 7, version: 1, range: 0..<4096)
         #expect(LoopbackContent.bytes(seed: 7, version: 1, range: 1001..<3333) == Array(whole[1001..<3333]))
