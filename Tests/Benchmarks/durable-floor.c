@@ -12,7 +12,8 @@
 // before the file takes its name. The commits
 // run on a thread of their own, which takes every completion that is waiting into one transaction
 // and then renames those files; a fetching thread hands its file over and goes on to the next URL
-// (as haul frees a download's slot once its bytes are synced).
+// (haul goes further: it gives a download's slot to the next once its bytes are written, and
+// syncs them after).
 //
 //   cc -O2 -pthread -DWITH_STORE -o /tmp/durable-floor-db Tests/Benchmarks/durable-floor.c -lsqlite3
 //   cd EMPTY_DIR && /tmp/durable-floor-db PORT URL_LIST 1 DATABASE
