@@ -834,8 +834,11 @@ public actor DownloadSession {
         if synced, !gone, let parts = result.segments, outcome != .completed { machine.recordSegments(id, parts) }
         ledger.attemptEnded(id, bytes: bytesOnDisk, synced: synced, cancelled: gone)
         configuration.logger.info("attempt ended", metadata: ["id": "\(id)", "attempt": "\(attempt)", "outcome": "\(Self.logWords(outcome))"])
+        // The jitter spreads retries only: a completion draws none (each draw is a `getrandom`
+        // system call, one per file of a thousand small ones).
+        let jitter = outcome == .completed ? 0 : Double.random(in: 0..<1)
         let actions = machine.transferFinished(
-            id, attempt: attempt, outcome: outcome, bytesOnDisk: bytesOnDisk, now: Date(), jitter: Double.random(in: 0..<1),
+            id, attempt: attempt, outcome: outcome, bytesOnDisk: bytesOnDisk, now: Date(), jitter: jitter,
             partStamp: result.partStamp
         )
         await perform(actions, soon: true)
