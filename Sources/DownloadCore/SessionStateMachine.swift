@@ -1266,10 +1266,18 @@ public struct SessionStateMachine: Sendable {
     }
 
     /// The owner could not place the finished file; the bytes stay in the part file.
-    public mutating func finalizeFailed(_ id: DownloadID, reason: String) -> [Action] {
+    ///
+    /// `discardingVersion`: the part file is not the one the transfer wrote (another program wrote
+    /// or replaced it): the download forgets its version, so a retry trusts none of those bytes
+    /// (it checks them against the server's before keeping any, or starts over).
+    public mutating func finalizeFailed(_ id: DownloadID, reason: String, discardingVersion: Bool = false) -> [Action] {
         placing.remove(id)
         var actions: [Action] = []
         if var download = downloads[id], download.state == .completed {
+            if discardingVersion {
+                download.forgetVersion()
+                download.completedStamps = []
+            }
             download.state = .failed(reason: reason)
             download.lastError = reason
             note(id, .failed, reason)

@@ -980,7 +980,14 @@ public actor DownloadSession {
         let replacingStamps = download.replacingStamps.count == replacing.count ? download.replacingStamps : []
         let destinations = [download.destination] + download.extraDestinations
         let source = download.partPath
+        // What the transfer wrote and synced, as it ended (or as a previous process committed it).
+        let written = download.completedPaths.isEmpty && download.completedStamps.count == 1 ? download.completedStamps[0] : nil
         let placed = await FileSync.run { () -> Result<(paths: [String], stamps: [FileStamp]), FilePlacement.Failure> in
+            // The name must still lead to that file: another program that wrote or replaced the
+            // part file since would have its bytes placed and reported as this download's.
+            if let written, let now = FileSync.stamp(source), let change = written.change(to: now) {
+                return .failure(.partFileChanged(source, change))
+            }
             // A download fetched again replaces its files where they are: at an exact path (`-o`)
             // always, as `curl -o` would; in a directory (`-d`) only a file still as haul last saw
             // it (as placed, or as changed when the fetch again was decided). One written again
@@ -1020,7 +1027,7 @@ public actor DownloadSession {
         case .success(let placed):
             return machine.finalized(id, paths: placed.paths, stamps: placed.stamps)
         case .failure(let error):
-            return machine.finalizeFailed(id, reason: error.description)
+            return machine.finalizeFailed(id, reason: error.description, discardingVersion: error.partFileChanged)
         }
     }
 

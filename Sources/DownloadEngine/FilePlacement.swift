@@ -10,9 +10,21 @@ import DownloadCore
 enum FilePlacement {
     struct Failure: Error, CustomStringConvertible {
         var description: String
+        /// The part file is not the one the transfer wrote and synced: nothing of it may be trusted.
+        var partFileChanged = false
 
         init(_ operation: String, _ path: String, _ code: Int32) {
             description = "cannot \(operation) \(TerminalText.sanitize(path)): \(String(cString: strerror(code)))"
+        }
+
+        private init(description: String) {
+            self.description = description
+            partFileChanged = true
+        }
+
+        /// The file at `path` changed (`change`, in words) after the transfer wrote and synced it.
+        static func partFileChanged(_ path: String, _ change: String) -> Failure {
+            Failure(description: "the part file \(TerminalText.sanitize(path)) changed after haul wrote it (\(change)): another program wrote or replaced it; not placed, and a retry fetches the file again")
         }
     }
 

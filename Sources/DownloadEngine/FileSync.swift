@@ -86,6 +86,11 @@ enum FileSync {
     static func stamp(_ path: String) -> FileStamp? {
         var info = stat()
         guard stat(path, &info) == 0 else { return nil }
+        return stamp(of: info)
+    }
+
+    /// The size and modification time `info` (a `stat` or `fstat`) gives.
+    static func stamp(of info: stat) -> FileStamp {
         #if canImport(Darwin)
         let modified = info.st_mtimespec
         #else

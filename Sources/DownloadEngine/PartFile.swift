@@ -25,8 +25,12 @@ final class PartFile {
         var pausesDownload: Bool { isTooLarge || isUnwritable }
         /// What ran out, in the row's words (`SpaceShortage.writeFailed`).
         var spaceWords: String { code == EDQUOT ? "over quota" : "disk full" }
+        /// Another process holds the part file's lock (`lock`): it is writing the file now.
+        var isBusy: Bool { operation == Self.lockOperation && code == EWOULDBLOCK }
+        static let lockOperation = "lock"
 
         var description: String {
+            if isBusy { return "another program is writing \(TerminalText.sanitize(path)) (another haul queue?); waiting for it" }
             if isOutOfSpace { return "\(spaceWords) (\(String(cString: strerror(code))))" }
             if isTooLarge { return "file too large for its file system (\(String(cString: strerror(code)))); paused" }
             let text = "cannot \(operation) \(TerminalText.sanitize(path)): \(String(cString: strerror(code)))"
@@ -40,11 +44,19 @@ final class PartFile {
     /// Bytes in the file, which is also where the next write goes.
     private(set) var length: Int64
 
-    /// Opens (creating when missing) the part file for writing at its end.
+    /// Opens (creating when missing) the part file for writing at its end, and locks it.
+    ///
+    /// The lock (`flock`, held while the file is open) keeps two processes from writing one part
+    /// file: two haul queues fetching files of one name into one directory, for one. Without it,
+    /// each wrote the other's file, and one moved the other's bytes into place as its own.
     init(path: String) throws(Failure) {
         self.path = path
         let fd = DirectoryLock.change(path) { open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0o644) }
         guard fd >= 0 else { throw Failure(operation: "open", path: path, code: errno) }
+        if let failure = Self.lock(fd, path: path) {
+            Self.closeDescriptor(fd)
+            throw failure
+        }
         var info = stat()
         guard fstat(fd, &info) == 0 else {
             let code = errno
@@ -57,6 +69,26 @@ final class PartFile {
 
     deinit {
         if descriptor >= 0 { Self.closeDescriptor(descriptor) }
+    }
+
+    /// Takes the exclusive lock of the open file `fd`, without waiting: the busy failure when
+    /// another process holds it; nil when taken, or when the file system has no locks to give
+    /// (nothing is refused for want of them).
+    private static func lock(_ fd: Int32, path: String) -> Failure? {
+        while flock(fd, LOCK_EX | LOCK_NB) != 0 {
+            if errno == EINTR { continue }
+            return errno == EWOULDBLOCK ? Failure(operation: Failure.lockOperation, path: path, code: EWOULDBLOCK) : nil
+        }
+        return nil
+    }
+
+    /// The size and modification time of the file this descriptor writes (whatever name it has
+    /// now); nil when closed or unreadable.
+    var stamp: FileStamp? {
+        guard descriptor >= 0 else { return nil }
+        var info = stat()
+        guard fstat(descriptor, &info) == 0 else { return nil }
+        return FileSync.stamp(of: info)
     }
 
     /// Cuts the file to `offset` bytes; the next write goes there.
@@ -119,6 +151,13 @@ final class PartFile {
         }
         guard fsync(fd) == 0 else { return fail("sync") }
         closeDescriptor(fd)
+        // The file replaced is nobody's now: another process writing it holds its lock.
+        let replaced = open(path, O_RDONLY | O_CLOEXEC)
+        defer { if replaced >= 0 { closeDescriptor(replaced) } }
+        if replaced >= 0, let busy = lock(replaced, path: path) {
+            unlink(temporary)
+            return .failure(busy)
+        }
         guard rename(temporary, path) == 0 else {
             let code = errno
             unlink(temporary)

@@ -194,7 +194,9 @@ struct Transfer: Sendable {
         let ended = Task.isCancelled && outcome != .completed ? .stopped : outcome
         return Result(
             outcome: ended, bytesOnDisk: attempt.length, segments: attempt.board?.segments,
-            partStamp: ended == .completed ? FileSync.stamp(attempt.path) : nil
+            // The file this attempt wrote, whatever its name now (the placement checks that the
+            // name still leads to it); by its name when it wrote nothing (a 416 found it complete).
+            partStamp: ended == .completed ? attempt.file?.stamp ?? FileSync.stamp(attempt.path) : nil
         )
     }
 
@@ -276,6 +278,9 @@ struct Transfer: Sendable {
     /// How a failure of the part file ends the attempt: no room waits for it, a file that cannot
     /// be written pauses, anything else fails.
     func outcome(of failure: PartFile.Failure) -> Outcome {
+        // Another process writes the file: the download waits and tries again (it may be done by
+        // then, and the next attempt starts a file of its own).
+        if failure.isBusy { return .retryable(reason: failure.description, retryAfter: nil, progressed: false) }
         if failure.isOutOfSpace {
             return .noSpace(.writeFailed(failure.spaceWords), reading: DiskWatch.reading(near: failure.path, floor: floor))
         }

@@ -627,6 +627,27 @@ import Testing
         #expect(m.download(id)?.completedPath == nil)
     }
 
+    /// A part file another program wrote or replaced after the transfer: the download fails and
+    /// forgets its version (validators, size, bytes), so a retry trusts none of that file; a
+    /// placement that failed otherwise keeps what it knew.
+    @Test func aPlacementRefusedForAChangedPartFileForgetsTheVersion() throws {
+        var m = machine()
+        let (id, attempt) = try started(&m)
+        m.transferResponded(id, attempt: attempt, info: .init(status: 200, total: 9, validators: Validators(etag: "\"v1\""), finalURL: nil, serverFileName: nil, disposition: .fresh))
+        _ = m.transferFinished(id, attempt: attempt, outcome: .completed, bytesOnDisk: 9, now: now, jitter: 0, partStamp: FileStamp(size: 9, modified: 1))
+        _ = m.finalizeFailed(id, reason: "the part file changed", discardingVersion: true)
+        let failed = try #require(m.download(id))
+        #expect(failed.state == .failed(reason: "the part file changed"))
+        #expect(failed.etag == nil && failed.totalBytes == nil && failed.bytesOnDisk == 0 && failed.completedStamps.isEmpty)
+        #expect(m.resumeBasis(id)?.validators.isEmpty == true)
+
+        let (other, otherAttempt) = try started(&m, URL(string: "http://example.test/2"), to: "/d/2")
+        m.transferResponded(other, attempt: otherAttempt, info: .init(status: 200, total: 9, validators: Validators(etag: "\"v2\""), finalURL: nil, serverFileName: nil, disposition: .fresh))
+        _ = m.transferFinished(other, attempt: otherAttempt, outcome: .completed, bytesOnDisk: 9, now: now, jitter: 0)
+        _ = m.finalizeFailed(other, reason: "cannot move the file to /d/2: Permission denied")
+        #expect(m.download(other)?.etag == "\"v2\"" && m.download(other)?.bytesOnDisk == 9)
+    }
+
     @Test func schedulingAFailedURLAgainRetriesIt() throws {
         var m = machine()
         let (id, attempt) = try started(&m)

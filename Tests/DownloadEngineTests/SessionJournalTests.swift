@@ -464,6 +464,37 @@ import TestSupport
         }
     }
 
+    /// The part file a completed row names is not the file its transfer wrote and synced (another
+    /// program replaced it, with as many bytes): nothing of it is placed or reported as the
+    /// download's; it fails saying why, and a retry fetches the file again.
+    @Test func aPartFileChangedAfterItsTransferEndedIsNeverPlaced() async throws {
+        try await Bench.with { bench in
+            let size = 300_000
+            bench.server.serve("/c.bin", size: size)
+            let part = bench.path("c.bin.part")
+            #expect(FileManager.default.createFile(atPath: part, contents: Data(bench.server.content("/c.bin"))))
+            var row = completedRow(bench, "/c.bin", size: size, destination: .directory(bench.directory), partPath: part)
+            row.completedStamps = [try stamp(part)]
+            try bench.seed(row, boot: nil)
+            try await Task.sleep(for: .milliseconds(20))
+            #expect(FileManager.default.createFile(atPath: part, contents: Data(repeating: 9, count: size)))
+
+            let session = bench.session()
+            await session.restore(try bench.database.loadQueue(), startPending: true)
+            let failed = try await waitFor(session, row.id) { if case .failed = $0.state { true } else { false } }
+            #expect(failed.lastError?.hasPrefix("the part file \(part) changed after haul wrote it (modified since it was completed)") == true, "\(String(describing: failed.lastError))")
+            #expect(failed.completedPath == nil)
+            #expect(FileManager.default.fileExists(atPath: part) && !FileManager.default.fileExists(atPath: bench.path("c.bin")), "nothing placed")
+            #expect(failed.etag == nil && failed.totalBytes == nil, "its version forgotten: no byte of that file is trusted")
+            // A retry checks the bytes there against the server's (they differ) and fetches the file.
+            _ = try await session.resume(row.id)
+            let done = try await waitFor(session, row.id) { $0.completedPath != nil }
+            #expect(done.state == .completed)
+            #expect(sha256(ofFile: done.completedPath ?? "") == bench.server.sha256("/c.bin"))
+            await session.shutdown()
+        }
+    }
+
     /// A completed row of `path` (200,000 bytes, served) asked for in the bench's directory and in
     /// `other`, as a process left it that wrote the file at `madeAt` (its part file or where it
     /// moved it) and linked it for the other requester, then died; seeded in the store.

@@ -1,0 +1,70 @@
+import DownloadCore
+@testable import DownloadEngine
+import Foundation
+import Testing
+import TestSupport
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// One writer per part file: a part file open for writing is locked, and nobody else may open it
+/// for writing or replace it meanwhile (two haul queues fetching files of one name into one
+/// directory wrote each other's file, and one placed the other's bytes as its own).
+@Suite struct PartFileLockTests {
+    @Test func aPartFileBeingWrittenCannotBeOpenedAgainUntilItIsClosed() throws {
+        let directory = try TemporaryDirectory("partlock")
+        let path = directory.path("f.bin.part")
+        let first = try PartFile(path: path)
+        do {
+            _ = try PartFile(path: path)
+            Issue.record("a second writer opened the part file")
+        } catch {
+            #expect(error.isBusy)
+            #expect(error.description == "another program is writing \(path) (another haul queue?); waiting for it")
+        }
+        first.close()
+        let again = try PartFile(path: path)
+        #expect(again.length == 0)
+        again.close()
+    }
+
+    @Test func aPartFileBeingWrittenIsNotReplaced() throws {
+        let directory = try TemporaryDirectory("partlock")
+        let path = directory.path("f.bin.part")
+        let writer = try PartFile(path: path)
+        let written = Array("the writer's bytes".utf8)
+        #expect(written.withUnsafeBytes { pwrite(writer.descriptor, $0.baseAddress, $0.count, 0) } == written.count)
+        guard case .failure(let failure) = PartFile.replace(path, with: Array("another version".utf8)) else {
+            Issue.record("the part file was replaced under its writer")
+            return
+        }
+        #expect(failure.isBusy)
+        #expect(FileManager.default.contents(atPath: path).map(Array.init) == written, "the writer's file is untouched")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path) == ["f.bin.part"], "no file left beside it")
+        writer.close()
+        guard case .success = PartFile.replace(path, with: Array("another version".utf8)) else {
+            Issue.record("a part file nobody writes could not be replaced")
+            return
+        }
+        #expect(FileManager.default.contents(atPath: path).map { String(decoding: $0, as: UTF8.self) } == "another version")
+    }
+
+    /// Its stamp is the written file's, whatever the name leads to by then.
+    @Test func theStampIsTheWrittenFilesEvenWhenItsNameLeadsElsewhere() throws {
+        let directory = try TemporaryDirectory("partlock")
+        let path = directory.path("f.bin.part")
+        let writer = try PartFile(path: path)
+        let bytes = [UInt8](repeating: 7, count: 1000)
+        #expect(bytes.withUnsafeBytes { pwrite(writer.descriptor, $0.baseAddress, $0.count, 0) } == bytes.count)
+        #expect(rename(path, directory.path("moved")) == 0)
+        try Data("16 bytes, not 1k".utf8).write(to: URL(fileURLWithPath: path))
+        let stamp = try #require(writer.stamp)
+        #expect(stamp.size == 1000)
+        let now = try #require(FileSync.stamp(path))
+        #expect(stamp.change(to: now) == "16 bytes, was 1000")
+        writer.close()
+        #expect(writer.stamp == nil)
+    }
+}
