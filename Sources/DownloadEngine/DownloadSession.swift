@@ -574,7 +574,13 @@ public actor DownloadSession {
             case .deletePartFile(_, let path):
                 // On the file-work threads: removing a large file frees its blocks, which can take
                 // most of a second, never on the cooperative pool's few threads.
-                waits.append(enqueueFileWork(on: path) { _ = await FileSync.run { unlink(path) } })
+                let logger = configuration.logger
+                waits.append(enqueueFileWork(on: path) {
+                    // Left where another program writes it (another queue's file of the same name).
+                    if await !FileSync.run({ FileSync.removePart(path) }) {
+                        logger.notice("part file left", metadata: ["path": "\(path)", "why": "another program is writing it, or it cannot be removed"])
+                    }
+                })
             case .finalize(let id):
                 // After the commit below: the row says `completed` before the part file moves, so
                 // a crash in between finds the bytes and places them, never fetching them again.

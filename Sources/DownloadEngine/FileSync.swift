@@ -99,9 +99,27 @@ enum FileSync {
         return FileStamp(size: Int64(info.st_size), modified: Int64(modified.tv_sec) * 1_000_000_000 + Int64(modified.tv_nsec))
     }
 
-    /// Cuts the file at `path` to `length` bytes.
+    /// Removes the part file at `path`, unless another process is writing it (it holds the file's
+    /// lock): a cancel or a purge deletes this queue's bytes, never another queue's that write a
+    /// part file of the same name in the same directory. False when it was left.
+    @discardableResult
+    static func removePart(_ path: String) -> Bool {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return errno == ENOENT }
+        defer { close(fd) }
+        guard PartFile.lock(fd, path: path) == nil else { return false }
+        return unlink(path) == 0
+    }
+
+    /// Cuts the file at `path` to `length` bytes, unless another process is writing it (it holds
+    /// the file's lock, `PartFile`): a queue restored while another writes a part file of the
+    /// same name in the same directory must not cut that file under its writer.
     static func cut(_ path: String, to length: Int64) -> Bool {
-        truncate(path, off_t(length)) == 0
+        let fd = open(path, O_WRONLY | O_CLOEXEC)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        guard PartFile.lock(fd, path: path) == nil else { return false }
+        return ftruncate(fd, off_t(length)) == 0
     }
 }
 

@@ -74,7 +74,7 @@ final class PartFile {
     /// Takes the exclusive lock of the open file `fd`, without waiting: the busy failure when
     /// another process holds it; nil when taken, or when the file system has no locks to give
     /// (nothing is refused for want of them).
-    private static func lock(_ fd: Int32, path: String) -> Failure? {
+    static func lock(_ fd: Int32, path: String) -> Failure? {
         while flock(fd, LOCK_EX | LOCK_NB) != 0 {
             if errno == EINTR { continue }
             return errno == EWOULDBLOCK ? Failure(operation: Failure.lockOperation, path: path, code: EWOULDBLOCK) : nil

@@ -51,6 +51,33 @@ import Darwin
         #expect(FileManager.default.contents(atPath: path).map { String(decoding: $0, as: UTF8.self) } == "another version")
     }
 
+    /// A restored queue cuts a part file to its checkpoint only when nobody writes it.
+    @Test func aPartFileBeingWrittenIsNotCut() throws {
+        let directory = try TemporaryDirectory("partlock")
+        let path = directory.path("f.bin.part")
+        let writer = try PartFile(path: path)
+        let bytes = [UInt8](repeating: 1, count: 4096)
+        #expect(bytes.withUnsafeBytes { pwrite(writer.descriptor, $0.baseAddress, $0.count, 0) } == bytes.count)
+        #expect(!FileSync.cut(path, to: 100))
+        #expect(FileSync.length(path) == 4096)
+        writer.close()
+        #expect(FileSync.cut(path, to: 100))
+        #expect(FileSync.length(path) == 100)
+    }
+
+    /// A cancel or a purge removes a part file only when nobody writes it.
+    @Test func aPartFileBeingWrittenIsNotRemoved() throws {
+        let directory = try TemporaryDirectory("partlock")
+        let path = directory.path("f.bin.part")
+        let writer = try PartFile(path: path)
+        #expect(!FileSync.removePart(path))
+        #expect(FileManager.default.fileExists(atPath: path))
+        writer.close()
+        #expect(FileSync.removePart(path))
+        #expect(!FileManager.default.fileExists(atPath: path))
+        #expect(FileSync.removePart(path), "nothing to remove is no failure")
+    }
+
     /// Its stamp is the written file's, whatever the name leads to by then.
     @Test func theStampIsTheWrittenFilesEvenWhenItsNameLeadsElsewhere() throws {
         let directory = try TemporaryDirectory("partlock")
