@@ -13,6 +13,17 @@ import Darwin
 /// for writing or replace it meanwhile (two haul queues fetching files of one name into one
 /// directory wrote each other's file, and one placed the other's bytes as its own).
 @Suite struct PartFileLockTests {
+    /// A part file `f.bin.part` in a new directory, open for writing and holding `count` bytes of
+    /// `byte`: the writer, the path, and the directory (kept while the test runs).
+    func writing(_ count: Int, of byte: UInt8) throws -> (writer: PartFile, path: String, directory: TemporaryDirectory) {
+        let directory = try TemporaryDirectory("partlock")
+        let path = directory.path("f.bin.part")
+        let writer = try PartFile(path: path)
+        let bytes = [UInt8](repeating: byte, count: count)
+        #expect(bytes.withUnsafeBytes { pwrite(writer.descriptor, $0.baseAddress, $0.count, 0) } == bytes.count)
+        return (writer, path, directory)
+    }
+
     @Test func aPartFileBeingWrittenCannotBeOpenedAgainUntilItIsClosed() throws {
         let directory = try TemporaryDirectory("partlock")
         let path = directory.path("f.bin.part")
@@ -53,11 +64,8 @@ import Darwin
 
     /// A restored queue cuts a part file to its checkpoint only when nobody writes it.
     @Test func aPartFileBeingWrittenIsNotCut() throws {
-        let directory = try TemporaryDirectory("partlock")
-        let path = directory.path("f.bin.part")
-        let writer = try PartFile(path: path)
-        let bytes = [UInt8](repeating: 1, count: 4096)
-        #expect(bytes.withUnsafeBytes { pwrite(writer.descriptor, $0.baseAddress, $0.count, 0) } == bytes.count)
+        let (writer, path, directory) = try writing(4096, of: 1)
+        defer { withExtendedLifetime(directory) {} }
         #expect(!FileSync.cut(path, to: 100))
         #expect(FileSync.length(path) == 4096)
         writer.close()
@@ -80,11 +88,7 @@ import Darwin
 
     /// Its stamp is the written file's, whatever the name leads to by then.
     @Test func theStampIsTheWrittenFilesEvenWhenItsNameLeadsElsewhere() throws {
-        let directory = try TemporaryDirectory("partlock")
-        let path = directory.path("f.bin.part")
-        let writer = try PartFile(path: path)
-        let bytes = [UInt8](repeating: 7, count: 1000)
-        #expect(bytes.withUnsafeBytes { pwrite(writer.descriptor, $0.baseAddress, $0.count, 0) } == bytes.count)
+        let (writer, path, directory) = try writing(1000, of: 7)
         #expect(rename(path, directory.path("moved")) == 0)
         try Data("16 bytes, not 1k".utf8).write(to: URL(fileURLWithPath: path))
         let stamp = try #require(writer.stamp)
