@@ -990,7 +990,13 @@ public actor DownloadSession {
         let written = download.completedPaths.isEmpty && download.completedStamps.count == 1 ? download.completedStamps[0] : nil
         let placed = await FileSync.run { () -> Result<(paths: [String], stamps: [FileStamp]), FilePlacement.Failure> in
             // The name must still lead to that file: another program that wrote or replaced the
-            // part file since would have its bytes placed and reported as this download's.
+            // part file since would have its bytes placed and reported as this download's. Held
+            // locked until it is placed: no other process starts writing it meanwhile.
+            let held = open(source, O_RDONLY | O_CLOEXEC)
+            defer { if held >= 0 { close(held) } }
+            if held >= 0, PartFile.lock(held, path: source) != nil {
+                return .failure(.partFileChanged(source, "another program is writing it"))
+            }
             if let written, let now = FileSync.stamp(source), let change = written.change(to: now) {
                 return .failure(.partFileChanged(source, change))
             }

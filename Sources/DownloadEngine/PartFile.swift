@@ -51,12 +51,21 @@ final class PartFile {
     /// each wrote the other's file, and one moved the other's bytes into place as its own.
     init(path: String) throws(Failure) {
         self.path = path
-        let fd = DirectoryLock.change(path) { open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0o644) }
-        guard fd >= 0 else { throw Failure(operation: "open", path: path, code: errno) }
-        if let failure = Self.lock(fd, path: path) {
+        var fd: Int32 = -1
+        // The name must still lead to the file locked: one another process moved away (into
+        // place) between the open and the lock is not this part file any more; open the name again.
+        for _ in 0..<3 {
+            fd = DirectoryLock.change(path) { open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0o644) }
+            guard fd >= 0 else { throw Failure(operation: "open", path: path, code: errno) }
+            if let failure = Self.lock(fd, path: path) {
+                Self.closeDescriptor(fd)
+                throw failure
+            }
+            if Self.isNamed(fd, path) { break }
             Self.closeDescriptor(fd)
-            throw failure
+            fd = -1
         }
+        guard fd >= 0 else { throw Failure(operation: Failure.lockOperation, path: path, code: EWOULDBLOCK) }
         var info = stat()
         guard fstat(fd, &info) == 0 else {
             let code = errno
@@ -69,6 +78,13 @@ final class PartFile {
 
     deinit {
         if descriptor >= 0 { Self.closeDescriptor(descriptor) }
+    }
+
+    /// Whether `path` names the open file `fd` (the same device and inode).
+    static func isNamed(_ fd: Int32, _ path: String) -> Bool {
+        var open = stat()
+        var named = stat()
+        return fstat(fd, &open) == 0 && stat(path, &named) == 0 && open.st_dev == named.st_dev && open.st_ino == named.st_ino
     }
 
     /// Takes the exclusive lock of the open file `fd`, without waiting: the busy failure when
@@ -193,5 +209,15 @@ final class PartFile {
         #else
         _ = Darwin.close(fd)
         #endif
+    }
+}
+
+/// A part file's removal for the command line (`haul cancel` or a purge while no haul runs the
+/// queue): as a running queue removes one, never while another process is writing it.
+public enum PartFileRemoval {
+    /// Removes the part file at `path` unless another process is writing it; false when it stays.
+    @discardableResult
+    public static func remove(_ path: String) -> Bool {
+        FileSync.removePart(path)
     }
 }

@@ -315,10 +315,14 @@ struct Transfer: Sendable {
                 (offset, total, disposition) = (at, length, how)
             case .complete(let total):
                 stream.discard()
+                // The file found complete is this download's only while no other process writes
+                // it: locked (as for a write), and still of that length.
+                let file = try attempt.open()
+                guard file.length == total else { return Self.retryable("the part file changed while it was checked", retryAfter: nil) }
                 await responded(info(head, finalURL: finalURL, facts: facts, total: total, disposition: .resumed(from: total, verified: validators.ifRange != nil)))
                 if syncOnCompletion {
                     await written(total)
-                    try await FileSync.syncOrThrow(order.partPath)
+                    try await FileSync.syncOrThrow(file)
                 }
                 return await verified(order.partPath)
             case .refetch(let reason):

@@ -66,7 +66,8 @@ struct QueueEditor {
         } catch {
             throw UsageError(message: "cannot write the queue: \(error)")
         }
-        for path in deletions { unlink(path) }
+        // Never a part file another process is writing (another queue's of the same name).
+        for path in deletions { PartFileRemoval.remove(path) }
     }
 
     /// The ids of `texts`, or an error naming the one that is not a download of this queue.

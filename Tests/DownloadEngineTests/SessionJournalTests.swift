@@ -495,6 +495,30 @@ import TestSupport
         }
     }
 
+    /// The part file of a completed row is being written by another process (it holds its lock)
+    /// when the row is restored: it is not placed as this download's.
+    @Test func aPartFileAnotherProcessWritesIsNeverPlaced() async throws {
+        try await Bench.with { bench in
+            let size = 300_000
+            bench.server.serve("/w.bin", size: size)
+            let part = bench.path("w.bin.part")
+            #expect(FileManager.default.createFile(atPath: part, contents: Data(bench.server.content("/w.bin"))))
+            var row = completedRow(bench, "/w.bin", size: size, destination: .directory(bench.directory), partPath: part)
+            row.completedStamps = [try stamp(part)]
+            try bench.seed(row, boot: nil)
+            // Another writer (its own open file, locked as a process's would be).
+            let other = try PartFile(path: part)
+
+            let session = bench.session()
+            await session.restore(try bench.database.loadQueue(), startPending: true)
+            let failed = try await waitFor(session, row.id) { if case .failed = $0.state { true } else { false } }
+            #expect(failed.lastError?.hasPrefix("the part file \(part) changed after haul wrote it (another program is writing it)") == true, "\(String(describing: failed.lastError))")
+            #expect(FileManager.default.fileExists(atPath: part) && !FileManager.default.fileExists(atPath: bench.path("w.bin")), "nothing placed")
+            other.close()
+            await session.shutdown()
+        }
+    }
+
     /// A completed row of `path` (200,000 bytes, served) asked for in the bench's directory and in
     /// `other`, as a process left it that wrote the file at `madeAt` (its part file or where it
     /// moved it) and linked it for the other requester, then died; seeded in the store.
