@@ -464,24 +464,37 @@ import TestSupport
         }
     }
 
+    /// A completed row of `path` (300,000 bytes, served) whose part file, in the bench's directory,
+    /// holds its bytes and whose stamp the row keeps, as a process left it that died before the
+    /// move; seeded in the store. Returns the row and the part file's path.
+    func completedUnplaced(_ bench: Bench, _ path: String) throws -> (row: Download, part: String) {
+        let size = 300_000
+        bench.server.serve(path, size: size)
+        let part = bench.path(String(path.dropFirst()) + ".part")
+        #expect(FileManager.default.createFile(atPath: part, contents: Data(bench.server.content(path))))
+        var row = completedRow(bench, path, size: size, destination: .directory(bench.directory), partPath: part)
+        row.completedStamps = [try stamp(part)]
+        try bench.seed(row, boot: nil)
+        return (row, part)
+    }
+
+    /// Waits for download `id` to fail and returns it.
+    func failure(_ session: DownloadSession, _ id: DownloadID) async throws -> Download {
+        try await waitFor(session, id) { if case .failed = $0.state { true } else { false } }
+    }
+
     /// The part file a completed row names is not the file its transfer wrote and synced (another
     /// program replaced it, with as many bytes): nothing of it is placed or reported as the
     /// download's; it fails saying why, and a retry fetches the file again.
     @Test func aPartFileChangedAfterItsTransferEndedIsNeverPlaced() async throws {
         try await Bench.with { bench in
-            let size = 300_000
-            bench.server.serve("/c.bin", size: size)
-            let part = bench.path("c.bin.part")
-            #expect(FileManager.default.createFile(atPath: part, contents: Data(bench.server.content("/c.bin"))))
-            var row = completedRow(bench, "/c.bin", size: size, destination: .directory(bench.directory), partPath: part)
-            row.completedStamps = [try stamp(part)]
-            try bench.seed(row, boot: nil)
+            let (row, part) = try completedUnplaced(bench, "/c.bin")
             try await Task.sleep(for: .milliseconds(20))
-            #expect(FileManager.default.createFile(atPath: part, contents: Data(repeating: 9, count: size)))
+            #expect(FileManager.default.createFile(atPath: part, contents: Data(repeating: 9, count: 300_000)))
 
             let session = bench.session()
             await session.restore(try bench.database.loadQueue(), startPending: true)
-            let failed = try await waitFor(session, row.id) { if case .failed = $0.state { true } else { false } }
+            let failed = try await failure(session, row.id)
             #expect(failed.lastError?.hasPrefix("the part file \(part) changed after haul wrote it (modified since it was completed)") == true, "\(String(describing: failed.lastError))")
             #expect(failed.completedPath == nil)
             #expect(FileManager.default.fileExists(atPath: part) && !FileManager.default.fileExists(atPath: bench.path("c.bin")), "nothing placed")
@@ -499,19 +512,13 @@ import TestSupport
     /// when the row is restored: it is not placed as this download's.
     @Test func aPartFileAnotherProcessWritesIsNeverPlaced() async throws {
         try await Bench.with { bench in
-            let size = 300_000
-            bench.server.serve("/w.bin", size: size)
-            let part = bench.path("w.bin.part")
-            #expect(FileManager.default.createFile(atPath: part, contents: Data(bench.server.content("/w.bin"))))
-            var row = completedRow(bench, "/w.bin", size: size, destination: .directory(bench.directory), partPath: part)
-            row.completedStamps = [try stamp(part)]
-            try bench.seed(row, boot: nil)
+            let (row, part) = try completedUnplaced(bench, "/w.bin")
             // Another writer (its own open file, locked as a process's would be).
             let other = try PartFile(path: part)
 
             let session = bench.session()
             await session.restore(try bench.database.loadQueue(), startPending: true)
-            let failed = try await waitFor(session, row.id) { if case .failed = $0.state { true } else { false } }
+            let failed = try await failure(session, row.id)
             #expect(failed.lastError?.hasPrefix("the part file \(part) changed after haul wrote it (another program is writing it)") == true, "\(String(describing: failed.lastError))")
             #expect(FileManager.default.fileExists(atPath: part) && !FileManager.default.fileExists(atPath: bench.path("w.bin")), "nothing placed")
             other.close()
