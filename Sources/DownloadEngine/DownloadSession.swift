@@ -994,7 +994,7 @@ public actor DownloadSession {
             // locked until it is placed: no other process starts writing it meanwhile.
             let held = open(source, O_RDONLY | O_CLOEXEC)
             defer { if held >= 0 { close(held) } }
-            if held >= 0, PartFile.lock(held, path: source) != nil {
+            if held >= 0, PartFile.lock(held, path: source, patience: PartFile.lockPatience) != nil {
                 return .failure(.partFileChanged(source, "another program is writing it"))
             }
             if let written, let now = FileSync.stamp(source), let change = written.change(to: now) {

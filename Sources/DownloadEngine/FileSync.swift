@@ -107,7 +107,7 @@ enum FileSync {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { return errno == ENOENT }
         defer { close(fd) }
-        guard PartFile.lock(fd, path: path) == nil else { return false }
+        guard PartFile.lock(fd, path: path, patience: PartFile.lockPatience) == nil else { return false }
         return unlink(path) == 0
     }
 
@@ -118,7 +118,7 @@ enum FileSync {
         let fd = open(path, O_WRONLY | O_CLOEXEC)
         guard fd >= 0 else { return false }
         defer { close(fd) }
-        guard PartFile.lock(fd, path: path) == nil else { return false }
+        guard PartFile.lock(fd, path: path, patience: PartFile.lockPatience) == nil else { return false }
         return ftruncate(fd, off_t(length)) == 0
     }
 }

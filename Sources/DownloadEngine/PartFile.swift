@@ -87,16 +87,28 @@ final class PartFile {
         return fstat(fd, &open) == 0 && stat(path, &named) == 0 && open.st_dev == named.st_dev && open.st_ino == named.st_ino
     }
 
-    /// Takes the exclusive lock of the open file `fd`, without waiting: the busy failure when
-    /// another process holds it; nil when taken, or when the file system has no locks to give
-    /// (nothing is refused for want of them).
-    static func lock(_ fd: Int32, path: String) -> Failure? {
+    /// Takes the exclusive lock of the open file `fd`: the busy failure when another holder keeps
+    /// it past `patience`; nil when taken, or when the file system has no locks to give (nothing
+    /// is refused for want of them).
+    ///
+    /// A lock haul let go can stay held a moment longer: a child process started meanwhile (a
+    /// hook, or any program spawned by the process) holds a copy of every descriptor until its
+    /// `exec` closes them, and the lock goes with the last copy. A loaded CI run saw a file's own
+    /// placement refused so. Callers on the file-work threads wait out that moment (`patience`);
+    /// an attempt on the cooperative pool does not wait (a busy file is retried later).
+    static func lock(_ fd: Int32, path: String, patience: Duration = .zero) -> Failure? {
+        let deadline = ContinuousClock.now + patience
         while flock(fd, LOCK_EX | LOCK_NB) != 0 {
             if errno == EINTR { continue }
-            return errno == EWOULDBLOCK ? Failure(operation: Failure.lockOperation, path: path, code: EWOULDBLOCK) : nil
+            guard errno == EWOULDBLOCK else { return nil }
+            guard ContinuousClock.now < deadline else { return Failure(operation: Failure.lockOperation, path: path, code: EWOULDBLOCK) }
+            usleep(5_000)
         }
         return nil
     }
+
+    /// How long the file-work threads wait for a lock another holder may let go of at once.
+    static let lockPatience: Duration = .seconds(1)
 
     /// The size and modification time of the file this descriptor writes (whatever name it has
     /// now); nil when closed or unreadable.
@@ -170,7 +182,7 @@ final class PartFile {
         // The file replaced is nobody's now: another process writing it holds its lock.
         let replaced = open(path, O_RDONLY | O_CLOEXEC)
         defer { if replaced >= 0 { closeDescriptor(replaced) } }
-        if replaced >= 0, let busy = lock(replaced, path: path) {
+        if replaced >= 0, let busy = lock(replaced, path: path, patience: lockPatience) {
             unlink(temporary)
             return .failure(busy)
         }

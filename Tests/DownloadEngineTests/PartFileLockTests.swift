@@ -86,6 +86,22 @@ import Darwin
         #expect(FileSync.removePart(path), "nothing to remove is no failure")
     }
 
+    /// A lock let go a moment later (a child process started meanwhile holds a copy of the
+    /// descriptor until its `exec`): the file-work threads wait for it; an attempt does not.
+    @Test func aLockLetGoAMomentLaterIsWaitedForWithPatience() throws {
+        let (writer, path, directory) = try writing(10, of: 3)
+        defer { withExtendedLifetime(directory) {} }
+        let reader = open(path, O_RDONLY | O_CLOEXEC)
+        defer { close(reader) }
+        #expect(PartFile.lock(reader, path: path)?.isBusy == true, "no patience: busy at once")
+        // Let go on a thread of its own (the cooperative pool may be busy with other tests).
+        nonisolated(unsafe) let holder = writer
+        DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(150)) { holder.close() }
+        let started = ContinuousClock.now
+        #expect(PartFile.lock(reader, path: path, patience: PartFile.lockPatience) == nil, "taken once the holder let go")
+        #expect(started.duration(to: .now) >= .milliseconds(100))
+    }
+
     /// Its stamp is the written file's, whatever the name leads to by then.
     @Test func theStampIsTheWrittenFilesEvenWhenItsNameLeadsElsewhere() throws {
         let (writer, path, directory) = try writing(1000, of: 7)
