@@ -1369,8 +1369,6 @@ public struct SessionStateMachine: Sendable {
         download.totalBytes = info.total
     }
 
-    /// Starts downloads while slots are free: those a person resumed first, then queued downloads
-    /// and due retries in queue order.
     /// Ends `id`'s running attempt (and its sync, if it syncs); returns it.
     @discardableResult
     private mutating func stopRunning(_ id: DownloadID) -> AttemptID? {
@@ -1378,6 +1376,8 @@ public struct SessionStateMachine: Sendable {
         return running.removeValue(forKey: id)
     }
 
+    /// Starts downloads while slots are free: those a person resumed first, then queued downloads
+    /// and due retries in queue order.
     private mutating func startEligible() -> [Action] {
         guard configuration.startsTransfers, activeCount < configuration.maxActive,
               downloads.hasQueued || !dueRetries.isEmpty else { return [] }

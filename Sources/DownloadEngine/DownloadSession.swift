@@ -989,50 +989,52 @@ public actor DownloadSession {
         // What the transfer wrote and synced, as it ended (or as a previous process committed it).
         let written = download.completedPaths.isEmpty && download.completedStamps.count == 1 ? download.completedStamps[0] : nil
         let placed = await FileSync.run { () -> Result<(paths: [String], stamps: [FileStamp]), FilePlacement.Failure> in
-            // The name must still lead to that file: another program that wrote or replaced the
-            // part file since would have its bytes placed and reported as this download's. Held
-            // locked until it is placed: no other process starts writing it meanwhile.
-            let held = open(source, O_RDONLY | O_CLOEXEC)
-            defer { if held >= 0 { close(held) } }
-            if held >= 0, PartFile.lock(held, path: source, patience: PartFile.lockPatience) != nil {
-                return .failure(.partFileChanged(source, "another program is writing it"))
-            }
-            if let written, let now = FileSync.stamp(source), let change = written.change(to: now) {
-                return .failure(.partFileChanged(source, change))
-            }
-            // A download fetched again replaces its files where they are: at an exact path (`-o`)
-            // always, as `curl -o` would; in a directory (`-d`) only a file still as haul last saw
-            // it (as placed, or as changed when the fetch again was decided). One written again
-            // since is a person's: the new version goes beside it (`name.1`).
-            let targets = destinations.enumerated().map { index, destination -> Destination in
-                guard replacing.indices.contains(index) else { return destination }
-                if case .directory = destination {
-                    guard replacingStamps.indices.contains(index), FileSync.stamp(replacing[index]) == replacingStamps[index] else { return destination }
+            let place = { () -> Result<(paths: [String], stamps: [FileStamp]), FilePlacement.Failure> in
+                // The name must still lead to the file the transfer wrote: another program that
+                // wrote or replaced the part file since would have its bytes placed as this download's.
+                if let written, let now = FileSync.stamp(source), let change = written.change(to: now) {
+                    return .failure(.partFileChanged(source, change))
                 }
-                return .file(replacing[index])
-            }
-            let primaryTarget = targets[0]
-            let extraTargets = targets.dropFirst()
-            var extras: [String] = []
-            // Only for other requesters: a file with one requester costs no look.
-            let sourceStamp = extraTargets.isEmpty ? nil : FileSync.stamp(source)
-            do throws(FilePlacement.Failure) {
-                for extra in extraTargets {
-                    // A file an earlier placement of this one made for the requester (a process
-                    // that died before its move) is taken, never placed again beside itself.
-                    if let sourceStamp, let earlier = FilePlacement.earlierPlacement(of: sourceStamp, at: extra, name: name, besides: extras) {
-                        extras.append(earlier)
-                        continue
+                // A download fetched again replaces its files where they are: at an exact path (`-o`)
+                // always, as `curl -o` would; in a directory (`-d`) only a file still as haul last saw
+                // it (as placed, or as changed when the fetch again was decided). One written again
+                // since is a person's: the new version goes beside it (`name.1`).
+                let targets = destinations.enumerated().map { index, destination -> Destination in
+                    guard replacing.indices.contains(index) else { return destination }
+                    if case .directory = destination {
+                        guard replacingStamps.indices.contains(index), FileSync.stamp(replacing[index]) == replacingStamps[index] else { return destination }
                     }
-                    extras.append(try FilePlacement.place(source, at: extra, name: name, move: false))
+                    return .file(replacing[index])
                 }
-                let primary = try FilePlacement.place(source, at: primaryTarget, name: name, move: true)
-                let paths = [primary] + extras
-                // Taken after the move: what a later request compares the files with.
-                return .success((paths, paths.compactMap(FileSync.stamp)))
-            } catch {
-                for path in extras { unlink(path) }
-                return .failure(error)
+                let primaryTarget = targets[0]
+                let extraTargets = targets.dropFirst()
+                var extras: [String] = []
+                // Only for other requesters: a file with one requester costs no look.
+                let sourceStamp = extraTargets.isEmpty ? nil : FileSync.stamp(source)
+                do throws(FilePlacement.Failure) {
+                    for extra in extraTargets {
+                        // A file an earlier placement of this one made for the requester (a process
+                        // that died before its move) is taken, never placed again beside itself.
+                        if let sourceStamp, let earlier = FilePlacement.earlierPlacement(of: sourceStamp, at: extra, name: name, besides: extras) {
+                            extras.append(earlier)
+                            continue
+                        }
+                        extras.append(try FilePlacement.place(source, at: extra, name: name, move: false))
+                    }
+                    let primary = try FilePlacement.place(source, at: primaryTarget, name: name, move: true)
+                    let paths = [primary] + extras
+                    // Taken after the move: what a later request compares the files with.
+                    return .success((paths, paths.compactMap(FileSync.stamp)))
+                } catch {
+                    for path in extras { unlink(path) }
+                    return .failure(error)
+                }
+            }
+            // Locked until it is placed: no other process starts writing it meanwhile.
+            switch PartFile.holding(source, { _ in place() }) {
+            case .done(let placed): return placed
+            case .busy: return .failure(.partFileChanged(source, "another program is writing it"))
+            case .unopened: return place()
             }
         }
         switch placed {

@@ -104,22 +104,19 @@ enum FileSync {
     /// part file of the same name in the same directory. False when it was left.
     @discardableResult
     static func removePart(_ path: String) -> Bool {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return errno == ENOENT }
-        defer { close(fd) }
-        guard PartFile.lock(fd, path: path, patience: PartFile.lockPatience) == nil else { return false }
-        return unlink(path) == 0
+        switch PartFile.holding(path, { _ in unlink(path) == 0 }) {
+        case .done(let removed): removed
+        case .busy: false
+        case .unopened(let code): code == ENOENT
+        }
     }
 
     /// Cuts the file at `path` to `length` bytes, unless another process is writing it (it holds
     /// the file's lock, `PartFile`): a queue restored while another writes a part file of the
     /// same name in the same directory must not cut that file under its writer.
     static func cut(_ path: String, to length: Int64) -> Bool {
-        let fd = open(path, O_WRONLY | O_CLOEXEC)
-        guard fd >= 0 else { return false }
-        defer { close(fd) }
-        guard PartFile.lock(fd, path: path, patience: PartFile.lockPatience) == nil else { return false }
-        return ftruncate(fd, off_t(length)) == 0
+        guard case .done(let cut) = PartFile.holding(path, flags: O_WRONLY, { ftruncate($0, off_t(length)) == 0 }) else { return false }
+        return cut
     }
 }
 

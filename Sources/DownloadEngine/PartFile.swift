@@ -110,6 +110,27 @@ final class PartFile {
     /// How long the file-work threads wait for a lock another holder may let go of at once.
     static let lockPatience: Duration = .seconds(1)
 
+    /// What `holding` found.
+    enum Held<T> {
+        /// `body` ran, with the file locked.
+        case done(T)
+        /// Another process kept the file locked past `lockPatience`: it is writing it.
+        case busy(Failure)
+        /// The file could not be opened (this `errno`: `ENOENT` when there is none).
+        case unopened(Int32)
+    }
+
+    /// Runs `body` with the file at `path` open (`flags`) and locked, the lock held until `body`
+    /// returns: what a file-work thread does to a part file no other process may be writing
+    /// (replace, cut, remove, place it). Waits out a lock let go a moment later (`lockPatience`).
+    static func holding<T>(_ path: String, flags: Int32 = O_RDONLY, _ body: (Int32) -> T) -> Held<T> {
+        let fd = open(path, flags | O_CLOEXEC)
+        guard fd >= 0 else { return .unopened(errno) }
+        defer { closeDescriptor(fd) }
+        if let busy = lock(fd, path: path, patience: lockPatience) { return .busy(busy) }
+        return .done(body(fd))
+    }
+
     /// The size and modification time of the file this descriptor writes (whatever name it has
     /// now); nil when closed or unreadable.
     var stamp: FileStamp? {
@@ -180,14 +201,16 @@ final class PartFile {
         guard fsync(fd) == 0 else { return fail("sync") }
         closeDescriptor(fd)
         // The file replaced is nobody's now: another process writing it holds its lock.
-        let replaced = open(path, O_RDONLY | O_CLOEXEC)
-        defer { if replaced >= 0 { closeDescriptor(replaced) } }
-        if replaced >= 0, let busy = lock(replaced, path: path, patience: lockPatience) {
+        let renamed = { rename(temporary, path) == 0 ? 0 : errno }
+        let code: Int32
+        switch holding(path, { _ in renamed() }) {
+        case .done(let result): code = result
+        case .busy(let busy):
             unlink(temporary)
             return .failure(busy)
+        case .unopened: code = renamed()
         }
-        guard rename(temporary, path) == 0 else {
-            let code = errno
+        guard code == 0 else {
             unlink(temporary)
             return .failure(Failure(operation: "rename", path: temporary, code: code))
         }
