@@ -61,3 +61,37 @@ int haul_rename_noreplace(const char *from, const char *to) {
     return -1;
 #endif
 }
+
+#ifdef __linux__
+#include <sys/xattr.h>
+#endif
+
+ssize_t haul_get_attribute(int fd, const char *path, const char *name, void *value, size_t size) {
+#ifdef __linux__
+    return fd >= 0 ? fgetxattr(fd, name, value, size) : getxattr(path, name, value, size);
+#else
+    (void)fd; (void)path; (void)name; (void)value; (void)size;
+    errno = ENOTSUP;
+    return -1;
+#endif
+}
+
+int haul_set_attribute(int fd, const char *name, const void *value, size_t size) {
+#ifdef __linux__
+    return fsetxattr(fd, name, value, size, 0);
+#else
+    (void)fd; (void)name; (void)value; (void)size;
+    errno = ENOTSUP;
+    return -1;
+#endif
+}
+
+int haul_remove_attribute(int fd, const char *name) {
+#ifdef __linux__
+    return fremovexattr(fd, name);
+#else
+    (void)fd; (void)name;
+    errno = ENOTSUP;
+    return -1;
+#endif
+}

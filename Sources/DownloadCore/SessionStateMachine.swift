@@ -114,6 +114,9 @@ public struct SessionStateMachine: Sendable {
         case noSpace(SpaceShortage, reading: DiskReading?)
         /// The attempt was stopped from outside (pause, cancel, shutdown).
         case stopped
+        /// The part file at `path` is another haul queue's (its mark names that queue): its bytes
+        /// are left alone, and the download starts over in a part file of its own.
+        case partFileTaken(path: String)
     }
 
     /// What the first response of an attempt established.
@@ -154,6 +157,9 @@ public struct SessionStateMachine: Sendable {
     private var orderChanges = 0
     /// The attempt transferring each `downloading` download.
     private var running: [DownloadID: AttemptID] = [:]
+    /// Part files found to be other queues' (`partFileTaken`): no download of this queue is given
+    /// one of these names again while the machine lives.
+    private var foreignParts: Set<String> = []
     /// Running attempts that wrote every byte and are syncing their file (`transferWritten`): they
     /// hold no slot. Always some of `running`'s (`stopRunning`).
     private var syncing: Set<DownloadID> = []
@@ -1164,6 +1170,19 @@ public struct SessionStateMachine: Sendable {
             download.lastError = "interrupted"
             download.state = .paused
             note(id, .paused, "interrupted")
+        case .partFileTaken(let path):
+            // Another queue's bytes: never resumed from, replaced, cut or removed. Nothing of this
+            // download was in that file, so nothing of it is lost; it starts over in a name of its
+            // own at once (not a failure: the name was taken, the server did nothing wrong).
+            foreignParts.insert(path)
+            download.forgetVersion()
+            let fresh = partPathAvoidingForeign(download)
+            download.partPath = fresh
+            download.state = .queued
+            download.lastError = nil
+            download.restartCount += 1
+            download.restartReason = "\(path) is another haul queue's part file (left alone); fetching into \(fresh)"
+            note(id, .restarted, "restarted from zero: \(path) is another haul queue's part file (left alone); fetching into \(fresh)")
         }
         if case .failed(let reason) = download.state {
             note(id, .failed, reason)
@@ -1475,6 +1494,30 @@ public struct SessionStateMachine: Sendable {
                 if downloads.partClaims(candidate) == 0 { return candidate }
                 attempt += 1
             }
+        }
+    }
+
+    /// A part file name for `download` that no download of the queue claims and that is not
+    /// another queue's (`foreignParts`): `NAME.part`, `NAME.1.part`, `NAME.2.part` … beside the
+    /// file it will become.
+    private func partPathAvoidingForeign(_ download: Download) -> String {
+        let directory: String
+        let name: String
+        switch download.destination {
+        case .file(let path):
+            let slash = path.lastIndex(of: "/")
+            directory = slash.map { $0 == path.startIndex ? "/" : String(path[..<$0]) } ?? ""
+            name = slash.map { String(path[path.index(after: $0)...]) } ?? path
+        case .directory(let path):
+            directory = path
+            name = FileNaming.name(for: download.url)
+        }
+        var attempt = 0
+        while true {
+            let partName = FileNaming.partName(for: FileNaming.candidate(name, attempt: attempt))
+            let candidate = directory.isEmpty ? partName : Self.join(directory, partName)
+            if !foreignParts.contains(candidate), candidate == download.partPath || downloads.partClaims(candidate) == 0 { return candidate }
+            attempt += 1
         }
     }
 

@@ -53,6 +53,11 @@ public actor DownloadSession {
         /// The programs run when a download completes or fails, and their time limit.
         public var hooks = HookSettings()
         public var logger: Logger = Logger(label: "haul.engine", factory: { _ in SwiftLogNoOpLogHandler() })
+        /// The queue's id (kept in its database): the part files it writes are marked with it, and
+        /// it never resumes from, replaces, cuts or removes one another queue marked
+        /// (`PartFileOwner`). Nil: no marks (the part files of two queues are told apart by their
+        /// locks only while written).
+        public var queueID: String?
 
         public init() {}
     }
@@ -488,6 +493,7 @@ public actor DownloadSession {
     public func restore(_ stored: StoredQueue, startPending: Bool) async -> [String] {
         guard machine.all.isEmpty, !isShutDown else { return [] }
         let boot = bootID
+        let queue = configuration.queueID
         let plans = await FileSync.run { () -> [(QueueRecovery.Plan, synced: Bool)] in
             stored.downloads.map { download in
                 let partLength = FileSync.length(download.partPath)
@@ -504,7 +510,7 @@ public actor DownloadSession {
                     currentBoot: boot, destinationFileLength: destinationLength, placedCandidates: candidates.first ?? [],
                     extraCandidates: Array(candidates.dropFirst())
                 )
-                if let length = plan.truncateTo { _ = FileSync.cut(download.partPath, to: length) }
+                if let length = plan.truncateTo { _ = FileSync.cut(download.partPath, to: length, queue: queue) }
                 // What the checkpoint will claim from now on must be on stable storage.
                 let synced = partLength != nil && FileSync.syncNow(download.partPath)
                 return (plan, synced)
@@ -575,10 +581,12 @@ public actor DownloadSession {
                 // On the file-work threads: removing a large file frees its blocks, which can take
                 // most of a second, never on the cooperative pool's few threads.
                 let logger = configuration.logger
+                let queue = configuration.queueID
                 waits.append(enqueueFileWork(on: path) {
-                    // Left where another program writes it (another queue's file of the same name).
-                    if await !FileSync.run({ FileSync.removePart(path) }) {
-                        logger.notice("part file left", metadata: ["path": "\(path)", "why": "another program is writing it, or it cannot be removed"])
+                    // Left where another program writes it, or another queue marked it (a file of the
+                    // same name).
+                    if await !FileSync.run({ FileSync.removePart(path, queue: queue) }) {
+                        logger.notice("part file left", metadata: ["path": "\(path)", "why": "another program is writing it, another haul queue keeps it, or it cannot be removed"])
                     }
                 })
             case .finalize(let id):
@@ -689,6 +697,7 @@ public actor DownloadSession {
             headTimeout: Self.timeAmount(configuration.connectTimeout + configuration.stallTimeout),
             stallTimeout: Self.timeAmount(configuration.stallTimeout),
             syncOnCompletion: configuration.syncOnCompletion,
+            queue: configuration.queueID,
             floor: configuration.minFree,
             claimSpace: { [weak self] needs, reading in await self?.claimSpace(id, attempt: attempt, needs: needs, reading: reading) ?? 0 },
             prepare: { [weak self] preparation in await self?.prepareAttempt(id, attempt: attempt, preparation) },
@@ -704,7 +713,12 @@ public actor DownloadSession {
         let task = enqueueFileWork(on: path) { [weak self] in
             let result = await transfer.run()
             // The bytes an attempt leaves become a checkpoint only once they are on stable storage.
-            let synced = result.outcome == .completed ? syncedOnCompletion : await FileSync.sync(path)
+            // (Another queue's part file holds none of this download's: nothing to sync.)
+            let synced = switch result.outcome {
+            case .completed: syncedOnCompletion
+            case .partFileTaken: true
+            default: await FileSync.sync(path)
+            }
             await self?.transferEnded(id, attempt: attempt, result: result, synced: synced)
         }
         transfers[id] = RunningTransfer(attempt: attempt, task: task, progress: progress, limiter: own)
@@ -986,6 +1000,7 @@ public actor DownloadSession {
         let replacingStamps = download.replacingStamps.count == replacing.count ? download.replacingStamps : []
         let destinations = [download.destination] + download.extraDestinations
         let source = download.partPath
+        let queue = configuration.queueID
         // What the transfer wrote and synced, as it ended (or as a previous process committed it).
         let written = download.completedPaths.isEmpty && download.completedStamps.count == 1 ? download.completedStamps[0] : nil
         let placed = await FileSync.run { () -> Result<(paths: [String], stamps: [FileStamp]), FilePlacement.Failure> in
@@ -1030,10 +1045,16 @@ public actor DownloadSession {
                     return .failure(error)
                 }
             }
-            // Locked until it is placed: no other process starts writing it meanwhile.
-            switch PartFile.holding(source, { _ in place() }) {
+            // Locked until it is placed: no other process starts writing it meanwhile. Its queue's
+            // mark comes off: the placed file is the person's. (No other queue's mark is looked
+            // for: none writes a file with bytes this queue marked, and the stamp above says
+            // whether anybody else wrote it.)
+            switch PartFile.holding(source, queue: nil, { fd in
+                if queue != nil { PartFileOwner.clear(fd) }
+                return place()
+            }) {
             case .done(let placed): return placed
-            case .busy: return .failure(.partFileChanged(source, "another program is writing it"))
+            case .busy, .foreign: return .failure(.partFileChanged(source, "another program is writing it"))
             case .unopened: return place()
             }
         }

@@ -245,6 +245,12 @@ public struct AppDatabase: QueueJournal, Sendable {
             try db.execute(sql: "UPDATE download SET state = 'waitingForRetry' WHERE state = 'waiting' AND waitingUntil IS NOT NULL")
             try db.execute(sql: "UPDATE download SET state = 'waitingForSpace' WHERE state = 'waiting' AND waitingUntil IS NULL")
         }
+        migrator.registerMigration("v14: queue id") { db in
+            // Made once, with the queue (or at its upgrade), and never changed: it marks the
+            // queue's part files, so that two queues writing files of one name into one directory
+            // never take each other's bytes.
+            try db.execute(sql: "INSERT OR IGNORE INTO setting (key, value) VALUES (?, ?)", arguments: [queueIDKey, Self.newQueueID()])
+        }
         return migrator
     }
 
@@ -508,6 +514,24 @@ public struct AppDatabase: QueueJournal, Sendable {
     }
 
     // MARK: Settings
+
+    /// The setting that keeps the queue's id (`queueID`).
+    static let queueIDKey = "queueID"
+
+    /// 128 random bits in hex.
+    static func newQueueID() -> String {
+        var generator = SystemRandomNumberGenerator()
+        return (0..<2).map { _ in
+            let text = String(generator.next() as UInt64, radix: 16)
+            return String(repeating: "0", count: 16 - text.count) + text
+        }.joined()
+    }
+
+    /// The queue's id, made with it (a migration) and never changed: what marks its part files.
+    public func queueID() throws(Failure) -> String {
+        guard let id = try setting(Self.queueIDKey) else { throw Failure(description: "the queue has no id") }
+        return id
+    }
 
     /// The setting that keeps the queue's global speed limit (bytes per second, `0` for none).
     public static let limitKey = "limit"

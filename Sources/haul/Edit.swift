@@ -66,8 +66,8 @@ struct QueueEditor {
         } catch {
             throw UsageError(message: "cannot write the queue: \(error)")
         }
-        // Never a part file another process is writing (another queue's of the same name).
-        for path in deletions { PartFileRemoval.remove(path) }
+        // Never a part file another process is writing, or another queue's of the same name.
+        for path in deletions { PartFileRemoval.remove(path, queue: store.queueID) }
     }
 
     /// The ids of `texts`, or an error naming the one that is not a download of this queue.

@@ -60,6 +60,8 @@ final class OpenStore: Sendable {
     let database: AppDatabase
     let queue: StoredQueue
     let logger: Logger
+    /// The queue's id, which marks its part files (nil: the database could not say).
+    let queueID: String?
 
     /// Opens (creating) the queue at `path` and takes its lock.
     init(path: String) throws(UsageError) {
@@ -76,6 +78,12 @@ final class OpenStore: Sendable {
             queue = try database.loadQueue()
         } catch {
             throw UsageError(message: error.description)
+        }
+        do {
+            queueID = try database.queueID()
+        } catch {
+            logger.error("part files left unmarked", metadata: ["error": "\(error.description)"])
+            queueID = nil
         }
     }
 }
@@ -117,6 +125,7 @@ extension OpenStore {
         var configuration = SessionOptions.configuration(settings, maxActive: maxActive(settings, fallback: fallbackMaxActive), downloadDirectory: downloadDirectory)
         configuration.limitBytesPerSecond = limit(settings)
         configuration.logger = Logger(label: "haul.engine")
+        configuration.queueID = queueID
         return configuration
     }
 

@@ -19,6 +19,8 @@ struct Harness {
         configuration.stallTimeout = .seconds(5)
         configuration.connectTimeout = .seconds(2)
         configuration.progressInterval = .milliseconds(20)
+        // Every test's part files are marked (one queue of tests), so marking is on their path.
+        configuration.queueID = "test-queue"
         return configuration
     }
 

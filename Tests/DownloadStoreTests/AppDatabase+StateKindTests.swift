@@ -48,7 +48,7 @@ import Testing
         let database = try AppDatabase.open(at: store.path)
 
         // Then every row is there with its state, its bytes and its offset
-        #expect(try database.appliedMigrations().last == "v13: states as stored kinds")
+        #expect(try database.appliedMigrations().contains("v13: states as stored kinds"))
         let queue = try database.loadQueue()
         #expect(queue.downloads.map(\.id.rawValue) == [8, 7, 6, 5, 4, 3, 2, 1], "no row lost, in queue order")
         let states = Dictionary(uniqueKeysWithValues: queue.downloads.map { ($0.id.rawValue, $0.state) })

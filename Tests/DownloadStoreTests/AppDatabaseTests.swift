@@ -93,7 +93,16 @@ import TestSupport
         try database.saveSetting("maxActive", "5")
         try database.saveSetting("maxActive", "6")
         #expect(try AppDatabase.open(at: path).setting("maxActive") == "6")
-        #expect(try database.appliedMigrations().last == "v13: states as stored kinds")
+        #expect(try database.appliedMigrations().last == "v14: queue id")
+    }
+
+    /// Each queue gets an id with it (it marks the queue's part files), kept as long as the queue.
+    @Test func aQueueHasAnIdOfItsOwnThatNeverChanges() throws {
+        let directory = try TemporaryDirectory("haul-db")
+        let first = try AppDatabase.open(at: directory.path("a.sqlite")).queueID()
+        #expect(first.count == 32 && first.allSatisfy(\.isHexDigit), "\(first)")
+        #expect(try AppDatabase.open(at: directory.path("a.sqlite")).queueID() == first, "the same queue opened again")
+        #expect(try AppDatabase.open(at: directory.path("b.sqlite")).queueID() != first, "another queue")
     }
 
     @Test func everyFieldSurvivesARoundTrip() throws {
@@ -225,8 +234,9 @@ import TestSupport
             "v1: queue", "v2: requesters and boot checkpoints", "v3: request options and settings", "v4: segmented downloads",
             "v5: unsynced checkpoints", "v6: content type", "v7: written parts", "v8: completed file stamps",
             "v9: resumes checked by overlap", "v10: hooks", "v11: last active", "v12: speed limits and history",
-            "v13: states as stored kinds",
+            "v13: states as stored kinds", "v14: queue id",
         ])
+        #expect(try database.queueID().count == 32, "an upgraded queue gets its id too")
         let queue = try database.loadQueue()
         let row = try #require(queue.downloads.first)
         #expect(row.id == DownloadID(5))

@@ -1,6 +1,7 @@
-// The Linux calls Swift's Glibc module leaves out (they need _GNU_SOURCE): moving bytes from a
-// socket to a file inside the kernel through a pipe, and a rename that never replaces. Elsewhere
-// they fail with ENOSYS.
+// The Linux calls Swift's Glibc module leaves out (they need _GNU_SOURCE, or a header it does not
+// import): moving bytes from a socket to a file inside the kernel through a pipe, a rename that
+// never replaces, and a file's extended attributes. Elsewhere they fail with ENOSYS (ENOTSUP for
+// the attributes).
 #pragma once
 #include <stddef.h>
 #include <stdint.h>
@@ -23,3 +24,14 @@ int haul_pipe(int fds[2]);
 // renameat2(RENAME_NOREPLACE): gives `from` the name `to` unless `to` exists (EEXIST), in one
 // step. EINVAL where the file system cannot do it without replacing.
 int haul_rename_noreplace(const char *from, const char *to);
+
+// The extended attribute `name` of the file `fd` (fd >= 0) or `path` (fd < 0): fgetxattr(2) /
+// getxattr(2) into `value` (up to `size` bytes); returns its length, or -1 with errno (ENODATA: the
+// file has none; ENOTSUP: the file system keeps none).
+ssize_t haul_get_attribute(int fd, const char *path, const char *name, void *value, size_t size);
+
+// fsetxattr(2): sets the attribute `name` of `fd` to `size` bytes of `value`; 0 or -1 with errno.
+int haul_set_attribute(int fd, const char *name, const void *value, size_t size);
+
+// fremovexattr(2): removes the attribute `name` of `fd`; 0 or -1 with errno.
+int haul_remove_attribute(int fd, const char *name);

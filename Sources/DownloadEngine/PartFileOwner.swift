@@ -1,0 +1,50 @@
+import CSplice
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Which haul queue a part file belongs to: an extended attribute (`user.haul.queue`) holding the
+/// queue's id, set when a queue opens the file to write it, and removed when the file is placed.
+///
+/// Two queues (two `--state` directories) fetching files of one name into one directory share the
+/// part file's name. The lock (`PartFile`) keeps them from writing it at once; the mark keeps them
+/// apart over time: a queue never resumes from, restarts over, cuts or removes a part file another
+/// queue marked, and fetches into a name of its own instead. Before, the second queue restarted
+/// over the first's paused bytes, and the first then resumed after the second's bytes (its
+/// `If-Range` held for its own resource): a file of both, placed and reported complete.
+///
+/// A file system without extended attributes keeps no marks: its part files are all unmarked,
+/// and treated as before (the lock still keeps two writers apart).
+enum PartFileOwner {
+    static let attribute = "user.haul.queue"
+    /// The longest mark read; a longer value is not a queue id of haul's.
+    private static let longest = 64
+
+    /// The queue the file at `path` (or open as `fd`, when not negative) is marked with; nil when
+    /// it has no mark or the file system keeps none. A value haul cannot read is another's.
+    static func mark(fd: Int32 = -1, path: String) -> String? {
+        var buffer = [UInt8](repeating: 0, count: longest)
+        let length = buffer.withUnsafeMutableBytes { haul_get_attribute(fd, path, attribute, $0.baseAddress, longest) }
+        if length < 0 { return errno == ERANGE ? "?" : nil }
+        return String(decoding: buffer.prefix(length), as: UTF8.self)
+    }
+
+    /// Whether the file is another queue's than `queue` (nil: this session marks nothing): its
+    /// mark, when it names another.
+    static func other(than queue: String?, fd: Int32 = -1, path: String) -> String? {
+        guard let queue, let mark = mark(fd: fd, path: path), mark != queue else { return nil }
+        return mark
+    }
+
+    /// Marks the open file `fd` as `queue`'s; a file system that keeps no marks is left as it is.
+    static func set(_ fd: Int32, to queue: String) {
+        _ = Array(queue.utf8).withUnsafeBytes { haul_set_attribute(fd, attribute, $0.baseAddress, $0.count) }
+    }
+
+    /// Takes the mark off the open file `fd` (a placed file is the person's, not a queue's).
+    static func clear(_ fd: Int32) {
+        _ = haul_remove_attribute(fd, attribute)
+    }
+}

@@ -1,0 +1,122 @@
+import DownloadCore
+@testable import DownloadEngine
+import Foundation
+import Testing
+import TestSupport
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A part file is marked with the queue that writes it (`PartFileOwner`), and no other queue
+/// writes, replaces, cuts or removes one with bytes that carries another's mark. (The machine's
+/// side, a name of its own, is in `PartOwnerMachineTests`; two real queues in `TwoQueuesTests`.)
+@Suite struct PartFileOwnerTests {
+    /// `f.bin.part` in a new directory, written by queue `queue` with `count` bytes and closed, as
+    /// a pause leaves it.
+    func paused(by queue: String, _ count: Int) throws -> (path: String, directory: TemporaryDirectory) {
+        let directory = try TemporaryDirectory("partowner")
+        let path = directory.path("f.bin.part")
+        let writer = try PartFile(path: path, queue: queue)
+        let bytes = [UInt8](repeating: 7, count: count)
+        #expect(bytes.withUnsafeBytes { pwrite(writer.descriptor, $0.baseAddress, $0.count, 0) } == bytes.count)
+        writer.close()
+        return (path, directory)
+    }
+
+    @Test func aQueueMarksThePartFilesItWrites() throws {
+        let (path, directory) = try paused(by: "queue-a", 10)
+        #expect(PartFileOwner.mark(path: path) == "queue-a")
+        #expect(PartFileOwner.other(than: "queue-a", path: path) == nil)
+        #expect(PartFileOwner.other(than: "queue-b", path: path) == "queue-a")
+        #expect(PartFileOwner.other(than: nil, path: path) == nil, "a session without an id looks at no mark")
+        // Its own file opens again, bytes and all.
+        let again = try PartFile(path: path, queue: "queue-a")
+        #expect(again.length == 10)
+        again.close()
+        _ = directory
+    }
+
+    @Test func anotherQueuesPartFileWithBytesIsNotOpenedForWriting() throws {
+        let (path, directory) = try paused(by: "queue-a", 10)
+        do {
+            _ = try PartFile(path: path, queue: "queue-b")
+            Issue.record("queue-b opened queue-a's part file")
+        } catch {
+            #expect(error.isForeign)
+            #expect(error.description == "\(path) is another haul queue's part file (left alone)")
+        }
+        #expect(PartFileOwner.mark(path: path) == "queue-a")
+        #expect(FileSync.length(path) == 10)
+        _ = directory
+    }
+
+    @Test func anEmptyPartFileOfAnotherQueueIsTakenAndMarkedAnew() throws {
+        let (path, directory) = try paused(by: "queue-a", 0)
+        let taken = try PartFile(path: path, queue: "queue-b")
+        #expect(PartFileOwner.mark(path: path) == "queue-b", "nothing of queue-a's is in it")
+        taken.close()
+        _ = directory
+    }
+
+    @Test func anUnmarkedPartFileIsTakenAsBefore() throws {
+        let directory = try TemporaryDirectory("partowner")
+        let path = directory.path("f.bin.part")
+        #expect(FileManager.default.createFile(atPath: path, contents: Data(repeating: 1, count: 10)))
+        let writer = try PartFile(path: path, queue: "queue-b")
+        #expect(writer.length == 10)
+        #expect(PartFileOwner.mark(path: path) == "queue-b")
+        writer.close()
+    }
+
+    @Test func anotherQueuesPartFileIsNotRemovedCutOrReplaced() throws {
+        let (path, directory) = try paused(by: "queue-a", 4096)
+        #expect(!FileSync.removePart(path, queue: "queue-b"))
+        #expect(!FileSync.cut(path, to: 100, queue: "queue-b"))
+        guard case .failure(let refused) = PartFile.replace(path, with: Array("another version".utf8), queue: "queue-b") else {
+            Issue.record("queue-b replaced queue-a's part file")
+            return
+        }
+        #expect(refused.isForeign)
+        #expect(FileSync.length(path) == 4096)
+        #expect(PartFileOwner.mark(path: path) == "queue-a")
+        #expect(((try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []) == ["f.bin.part"], "no temporary file left")
+        // Its own queue can do each.
+        #expect(FileSync.cut(path, to: 100, queue: "queue-a"))
+        #expect(FileSync.length(path) == 100)
+        guard case .success = PartFile.replace(path, with: Array("a new version".utf8), queue: "queue-a") else {
+            Issue.record("queue-a could not replace its own part file")
+            return
+        }
+        #expect(FileManager.default.contents(atPath: path) == Data("a new version".utf8))
+        #expect(PartFileOwner.mark(path: path) == "queue-a", "the replacement is marked too")
+        #expect(FileSync.removePart(path, queue: "queue-a"))
+        #expect(!FileManager.default.fileExists(atPath: path))
+    }
+
+    /// A download whose part file name holds another queue's paused bytes fetches into a name of
+    /// its own, places its own file, and leaves those bytes as they were; the file it places
+    /// carries no queue's mark.
+    @Test func aDownloadFindingAnotherQueuesPartFileFetchesIntoItsOwn() async throws {
+        try await Harness.with { h in
+            h.server.serve("/same.bin", size: 300_000)
+            let theirs = h.path("same.bin.part")
+            let writer = try PartFile(path: theirs, queue: "another-queue")
+            let theirBytes = [UInt8](repeating: 9, count: 100_000)
+            #expect(theirBytes.withUnsafeBytes { pwrite(writer.descriptor, $0.baseAddress, $0.count, 0) } == theirBytes.count)
+            writer.close()
+
+            let id = try await h.session.schedule(h.server.url("/same.bin"), to: .directory(h.directory))
+            let done = try await h.waitCompleted(id)
+            #expect(done.completedPath == h.path("same.bin"))
+            #expect(sha256(ofFile: h.path("same.bin")) == h.server.sha256("/same.bin"))
+            #expect(PartFileOwner.mark(path: h.path("same.bin")) == nil, "a placed file is the person's")
+            #expect(FileManager.default.contents(atPath: theirs) == Data(theirBytes), "the other queue's bytes are untouched")
+            #expect(PartFileOwner.mark(path: theirs) == "another-queue")
+            #expect(h.gets("/same.bin").map(\.range) == [nil], "one fresh request: nothing sent for the other's file")
+            let history = try await h.session.history(id)
+            #expect(history.contains { $0.kind == .restarted && $0.text.contains("\(theirs) is another haul queue's part file (left alone)") }, "\(history)")
+        }
+    }
+}
