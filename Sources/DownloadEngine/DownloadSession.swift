@@ -496,7 +496,13 @@ public actor DownloadSession {
         let queue = configuration.queueID
         let plans = await FileSync.run { () -> [(QueueRecovery.Plan, synced: Bool)] in
             stored.downloads.map { download in
-                let partLength = FileSync.length(download.partPath)
+                var partLength = FileSync.length(download.partPath)
+                // A finished file another queue's part file took the name of since (its own was
+                // placed before the crash, or is gone) is not this download's: looked for as placed.
+                if partLength != nil, download.state == .completed, download.completedPaths.isEmpty,
+                   PartFileOwner.other(than: queue, path: download.partPath) != nil {
+                    partLength = nil
+                }
                 var destinationLength: Int64?
                 if case .file(let path) = download.destination { destinationLength = FileSync.length(path) }
                 // Placed, and the process died before the commit that named the files.
@@ -1045,16 +1051,18 @@ public actor DownloadSession {
                     return .failure(error)
                 }
             }
-            // Locked until it is placed: no other process starts writing it meanwhile. Its queue's
-            // mark comes off: the placed file is the person's. (No other queue's mark is looked
-            // for: none writes a file with bytes this queue marked, and the stamp above says
-            // whether anybody else wrote it.)
-            switch PartFile.holding(source, queue: nil, { fd in
-                if queue != nil { PartFileOwner.clear(fd) }
-                return place()
+            // Locked until it is placed: no other process starts writing it meanwhile; never
+            // another queue's file (after a crash, one of the same name and size may be there).
+            // Once placed, its queue's mark comes off (the file is the person's): not before, or a
+            // placement that fails would leave the bytes unmarked, for another queue to take.
+            switch PartFile.holding(source, queue: queue, { fd in
+                let placed = place()
+                if queue != nil, case .success = placed { PartFileOwner.clear(fd) }
+                return placed
             }) {
             case .done(let placed): return placed
-            case .busy, .foreign: return .failure(.partFileChanged(source, "another program is writing it"))
+            case .busy: return .failure(.partFileChanged(source, "another program is writing it"))
+            case .foreign: return .failure(.partFileChanged(source, "another haul queue keeps it as its own"))
             case .unopened: return place()
             }
         }

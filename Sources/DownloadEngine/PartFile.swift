@@ -204,7 +204,9 @@ final class PartFile {
         let directory = slash.map { $0 == path.startIndex ? "/" : String(path[..<$0]) } ?? "."
         let name = slash.map { String(path[path.index(after: $0)...]) } ?? path
         let temporary = (slash == nil ? "" : directory + "/") + FileNaming.partName(for: name, suffix: ".new")
-        // Not behind `DirectoryLock`: the truncation may free a leftover file's blocks.
+        // A leftover is removed, not reused: it would keep its extended attributes (another
+        // queue's mark). Not behind `DirectoryLock`: the removal may free its blocks.
+        unlink(temporary)
         let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
         guard fd >= 0 else { return .failure(Failure(operation: "create", path: temporary, code: errno)) }
         func fail(_ operation: String) -> Result<Void, Failure> {

@@ -199,8 +199,10 @@ struct Transfer: Sendable {
             outcome = Task.isCancelled ? .stopped : classify(error, progressed: attempt.grew)
         }
         let ended = Task.isCancelled && outcome != .completed ? .stopped : outcome
+        // Another queue's file holds nothing of this download's.
+        let taken = if case .partFileTaken = ended { true } else { false }
         return Result(
-            outcome: ended, bytesOnDisk: attempt.length, segments: attempt.board?.segments,
+            outcome: ended, bytesOnDisk: taken ? 0 : attempt.length, segments: taken ? nil : attempt.board?.segments,
             // The file this attempt wrote, whatever its name now (the placement checks that the
             // name still leads to it); by its name when it wrote nothing (a 416 found it complete).
             partStamp: ended == .completed ? attempt.file?.stamp ?? FileSync.stamp(attempt.path) : nil

@@ -60,8 +60,8 @@ final class OpenStore: Sendable {
     let database: AppDatabase
     let queue: StoredQueue
     let logger: Logger
-    /// The queue's id, which marks its part files (nil: the database could not say).
-    let queueID: String?
+    /// The queue's id, which marks its part files.
+    let queueID: String
 
     /// Opens (creating) the queue at `path` and takes its lock.
     init(path: String) throws(UsageError) {
@@ -79,11 +79,11 @@ final class OpenStore: Sendable {
         } catch {
             throw UsageError(message: error.description)
         }
+        // Without it, the queue could not tell its part files from another queue's.
         do {
             queueID = try database.queueID()
         } catch {
-            logger.error("part files left unmarked", metadata: ["error": "\(error.description)"])
-            queueID = nil
+            throw UsageError(message: error.description)
         }
     }
 }

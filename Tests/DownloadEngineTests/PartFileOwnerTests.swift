@@ -119,4 +119,37 @@ import Darwin
             #expect(history.contains { $0.kind == .restarted && $0.text.contains("\(theirs) is another haul queue's part file (left alone)") }, "\(history)")
         }
     }
+
+    /// A finished file that cannot be placed (its exact path is a directory) keeps its queue's
+    /// mark: its bytes stay this queue's, not free for another queue to restart over.
+    @Test func aPlacementThatFailsKeepsTheMark() async throws {
+        try await Harness.with { h in
+            h.server.serve("/f.bin", size: 50_000)
+            let target = h.path("out")
+            try FileManager.default.createDirectory(atPath: target, withIntermediateDirectories: false)
+            #expect(FileManager.default.createFile(atPath: target + "/inside", contents: Data([1])))
+            let id = try await h.session.schedule(h.server.url("/f.bin"), to: .file(target))
+            let failed = try await h.wait(id) { if case .failed = $0.state { true } else { false } }
+            #expect(failed.lastError?.contains("out") == true, "\(String(describing: failed.lastError))")
+            let part = target + ".part"
+            #expect(sha256(ofFile: part) == h.server.sha256("/f.bin"), "the finished bytes stay in the part file")
+            #expect(PartFileOwner.mark(path: part) == "test-queue")
+        }
+    }
+
+    /// A leftover temporary file of a restart is never reused with its attributes: the new
+    /// version's first bytes carry this queue's mark, or none, never another queue's.
+    @Test func aRestartsTemporaryFileStartsWithoutAnotherQueuesMark() throws {
+        let (path, directory) = try paused(by: "queue-a", 10)
+        let leftover = directory.path("f.bin.part.new")
+        let stale = try PartFile(path: leftover, queue: "queue-b")
+        stale.close()
+        #expect(PartFileOwner.mark(path: leftover) == "queue-b")
+        guard case .success = PartFile.replace(path, with: Array("new".utf8), queue: nil) else {
+            Issue.record("the replacement failed")
+            return
+        }
+        #expect(FileManager.default.contents(atPath: path) == Data("new".utf8))
+        #expect(PartFileOwner.mark(path: path) == nil, "not queue-b's")
+    }
 }

@@ -486,6 +486,40 @@ import TestSupport
     /// The part file a completed row names is not the file its transfer wrote and synced (another
     /// program replaced it, with as many bytes): nothing of it is placed or reported as the
     /// download's; it fails saying why, and a retry fetches the file again.
+    /// After a crash between a finished file's move and the commit that named it, another queue
+    /// made a part file of the same name, with as many bytes and the same modification time:
+    /// it is never placed as this download's (nor unmarked); the file this queue placed is found
+    /// by its stamp, and nothing is fetched. (Before the marks, the other queue's bytes were
+    /// placed beside it and reported complete.)
+    @Test func anotherQueuesPartFileIsNeverPlacedForACompletedRow() async throws {
+        try await Bench.with { bench in
+            let (row, part) = try completedUnplaced(bench, "/c.bin")
+            let written = try stamp(part)
+            let placed = bench.path("c.bin")
+            #expect(rename(part, placed) == 0, "the move the crash came after")
+            let theirs = try PartFile(path: part, queue: "another-queue")
+            let theirBytes = [UInt8](repeating: 9, count: 300_000)
+            #expect(theirBytes.withUnsafeBytes { pwrite(theirs.descriptor, $0.baseAddress, $0.count, 0) } == theirBytes.count)
+            let nanoseconds = try #require(written.modified)
+            let modified = timespec(tv_sec: Int(nanoseconds / 1_000_000_000), tv_nsec: Int(nanoseconds % 1_000_000_000))
+            #expect([modified, modified].withUnsafeBufferPointer { futimens(theirs.descriptor, $0.baseAddress) } == 0)
+            theirs.close()
+            #expect(try stamp(part) == written, "the same size and modification time as the file this queue wrote")
+
+            let session = bench.session()
+            await session.restore(try bench.database.loadQueue(), startPending: true)
+            let done = try await waitFor(session, row.id) { $0.completedPath != nil || $0.state != .completed }
+            #expect(done.state == .completed)
+            #expect(done.completedPath == placed)
+            #expect(sha256(ofFile: placed) == bench.server.sha256("/c.bin"))
+            #expect(CLIFileNames.of(bench.directory).filter { $0.hasPrefix("c.bin") } == ["c.bin", "c.bin.part"], "nothing placed beside it")
+            #expect(FileManager.default.contents(atPath: part) == Data(theirBytes))
+            #expect(PartFileOwner.mark(path: part) == "another-queue")
+            #expect(bench.server.requests("/c.bin").isEmpty)
+            await session.shutdown()
+        }
+    }
+
     @Test func aPartFileChangedAfterItsTransferEndedIsNeverPlaced() async throws {
         try await Bench.with { bench in
             let (row, part) = try completedUnplaced(bench, "/c.bin")
@@ -636,5 +670,12 @@ import TestSupport
         let done = try await waitFor(probe, id) { $0.state.isFinished }
         await probe.shutdown()
         return try #require(done.etag)
+    }
+}
+
+/// The names in a directory, sorted.
+enum CLIFileNames {
+    static func of(_ directory: String) -> [String] {
+        ((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []).sorted()
     }
 }
