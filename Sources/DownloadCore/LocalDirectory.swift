@@ -17,7 +17,10 @@ public enum LocalDirectory {
         let probe = (path as NSString).appendingPathComponent(".haul-write-test-\(getpid())")
         let fd = open(probe, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
         guard fd >= 0 || errno == EEXIST else {
-            return "directory is not writable: \(path) (\(String(cString: strerror(errno))))"
+            let code = errno
+            // A file system that makes no files by name (`/proc`) says ENOENT: no file is missing.
+            let why = code == ENOENT ? "no file can be made there" : String(cString: strerror(code))
+            return "directory is not writable: \(path) (\(why))"
         }
         if fd >= 0 {
             close(fd)

@@ -10,6 +10,9 @@ public enum QueueLimits {
     /// The lowest speed limit, in bytes per second: below 1 KiB/s a single network read would take
     /// over a minute to pay for.
     public static let minimumRate: Int64 = 1024
+    /// The highest speed limit, in bytes per second (1024T, a pebibyte): any faster is no limit,
+    /// and a number near `Int64.max` would overflow the arithmetic that paces the bytes.
+    public static let maximumRate: Int64 = 1 << 50
 
     /// Why `bytesPerSecond` cannot be a speed limit, in one sentence; nil when it can (nil and 0
     /// mean none).
@@ -17,6 +20,9 @@ public enum QueueLimits {
         guard let bytesPerSecond, bytesPerSecond != 0 else { return nil }
         guard bytesPerSecond >= minimumRate else {
             return "\(name) must be at least \(minimumRate) bytes a second (1K), or 0 for none"
+        }
+        guard bytesPerSecond <= maximumRate else {
+            return "\(name) must be at most \(maximumRate) bytes a second (1024T), or 0 for none"
         }
         return nil
     }

@@ -149,7 +149,11 @@ public struct QueueListing: Sendable, Hashable, Encodable {
         case .failed(let reason), .waiting(_, let reason), .waitingForSpace(let reason): reason
         case .completed, .cancelled: nil
         case .paused where download.pausedByShutdown: "stopped when haul exited; resumes when haul runs the queue or gets it again"
-        case .queued, .downloading, .paused: download.lastError
+        // A running download's last error is over, or being tried again: `list` said `error: HTTP
+        // 404 Not Found` under a row downloading after a resume (found by use). The details and
+        // the history keep it.
+        case .downloading: nil
+        case .queued, .paused: download.lastError
         }
     }
 }

@@ -145,7 +145,7 @@ public enum ByteCount {
             throw Invalid(description: "\(what) '\(TerminalText.sanitize(text))' is not a size like 500K or 2M")
         }
         let value = number * multiplier
-        guard value >= 1, value < 1e15 else {
+        guard value >= 1, value <= Double(QueueLimits.maximumRate) else {
             throw Invalid(description: "\(what) '\(TerminalText.sanitize(text))' is out of range")
         }
         return Int64(value)

@@ -28,7 +28,9 @@ final class RateLimiter: Sendable {
     /// The rate now, nil for none.
     var bytesPerSecond: Int64? {
         let rate = Double(bitPattern: rateBits.load(ordering: .relaxed))
-        return rate > 0 ? Int64(rate) : nil
+        guard rate > 0 else { return nil }
+        // `Int64.max` as a Double is 2^63, one past what an Int64 holds.
+        return rate < 0x1p63 ? Int64(rate) : .max
     }
 
     /// How many times the rate changed.

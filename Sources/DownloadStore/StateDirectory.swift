@@ -26,6 +26,18 @@ public struct StateDirectory: Sendable {
         return home + "/.local/state/haul"
     }
 
+    /// Why `path` cannot be a state directory, found without changing anything: it is a file, or
+    /// one of its parents is. Nil when it is a directory or can be made one. Every command says
+    /// this first (before, `list` said `no downloads` of a file, and `start` pointed at a log
+    /// inside it).
+    public static func problem(at path: String) -> String? {
+        var info = stat()
+        if stat(path, &info) == 0 {
+            return info.st_mode & S_IFMT == S_IFDIR ? nil : "the state directory is not a directory: \(path)"
+        }
+        return errno == ENOTDIR ? "the state directory cannot be made: part of \(path) is a file, not a directory" : nil
+    }
+
     /// Opens the directory, creating it (and its parents) with mode 0700 when missing.
     ///
     /// An existing directory is tightened to 0700 when others could read it: it holds URLs that may
@@ -34,10 +46,9 @@ public struct StateDirectory: Sendable {
         self.path = path
         var info = stat()
         if stat(path, &info) != 0 {
-            do {
-                try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-            } catch {
-                throw Failure(description: "cannot create the state directory \(path): \(Self.reason(error))")
+            if let problem = Self.problem(at: path) { throw Failure(description: problem) }
+            if let code = Self.makeDirectories(path) {
+                throw Failure(description: "cannot create the state directory \(path): \(String(cString: strerror(code)))")
             }
             guard stat(path, &info) == 0 else { throw Failure(description: "cannot create the state directory \(path)") }
         }
@@ -151,12 +162,18 @@ public struct StateDirectory: Sendable {
         return nil
     }
 
-    private static func reason(_ error: any Error) -> String {
-        if let error = error as? CocoaError, let underlying = error.userInfo[NSUnderlyingErrorKey] as? NSError,
-           underlying.domain == NSPOSIXErrorDomain {
-            return String(cString: strerror(Int32(underlying.code)))
+    /// `mkdir -p` with mode 0700 for each directory made: nil when `path` is a directory now, else
+    /// the `errno` of the step that failed (Foundation's error for a parent that is a file named
+    /// none, and said `NSCocoaErrorDomain error 512`).
+    private static func makeDirectories(_ path: String) -> Int32? {
+        var prefix = path.hasPrefix("/") ? "/" : ""
+        for component in path.split(separator: "/") {
+            prefix += (prefix.isEmpty || prefix.hasSuffix("/") ? "" : "/") + component
+            if mkdir(prefix, 0o700) != 0, errno != EEXIST { return errno }
         }
-        return error.localizedDescription
+        var info = stat()
+        guard stat(path, &info) == 0 else { return errno }
+        return info.st_mode & S_IFMT == S_IFDIR ? nil : ENOTDIR
     }
 }
 

@@ -241,7 +241,7 @@ struct Painter {
             if selected { style.reverse = true }
             return style
         }
-        line.field(clean(download.displayName), columns.name, styled(selected ? .bold : .plain))
+        line.field(ScreenText.fitMiddle(clean(download.displayName), columns.name, unicode: unicode), columns.name, styled(selected ? .bold : .plain))
         if columns.state > 0 {
             line.space(1, styled(.plain))
             // One row per file: a segmented download says how many connections fetch its parts.

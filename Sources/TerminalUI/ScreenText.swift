@@ -61,6 +61,22 @@ public enum ScreenText {
         return String(result) + (pad ? String(repeating: " ", count: max(0, width - used)) : "")
     }
 
+    /// `text` cut in the middle to at most `width` cells: its start, `…` (`~` in ASCII mode), and
+    /// its end, which gets a third of the room. For names: `file-1.bin` … `file-40.bin`, cut at
+    /// their ends, all looked alike (found by use).
+    public static func fitMiddle(_ text: String, _ width: Int, unicode: Bool = true) -> String {
+        guard width > 0 else { return "" }
+        guard self.width(text) > width else { return text }
+        guard width >= 6 else { return fit(text, width, unicode: unicode) }
+        let room = width - 1
+        let end = suffix(text, room / 3)
+        let start = prefix(text, room - self.width(end))
+        var result = String.UnicodeScalarView(start.unicodeScalars)
+        result.append(unicode ? "…" : "~")
+        result.append(contentsOf: end.unicodeScalars)
+        return String(result)
+    }
+
     /// The longest start of `text` that fits in `width` cells (zero-width marks stay with their base).
     public static func prefix(_ text: String, _ width: Int) -> String {
         var output = String.UnicodeScalarView()

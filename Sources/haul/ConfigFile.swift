@@ -182,6 +182,11 @@ enum OptionCheck {
     }
 
     static func rate(_ text: String, _ name: String) throws(UsageError) -> Int64 {
+        // Not "no limit" here: without a rate, the limit the queue keeps holds; it is lifted where
+        // it was set.
+        if text.trimmingWhitespace() == "0" {
+            throw UsageError(message: "\(name) must be at least 1K (a limit the queue keeps is lifted with 0 at the UI's L key, or PUT /v1/limit)")
+        }
         let value = try byteCount(text, name)
         // Below 1 KiB/s a single network read would take over a minute to pay for.
         guard value >= QueueLimits.minimumRate else { throw UsageError(message: "\(name) must be at least 1K") }

@@ -191,6 +191,10 @@ extension QueueEditCommand {
         for id in targets {
             do {
                 _ = try Self.apply(id, to: &machine)
+            } catch .illegal(let id, _, let intent) {
+                // Said with the state the runner shows: the copy here holds what ran as queued.
+                let state = snapshot[id]?.state.word ?? "gone"
+                throw UsageError(message: SessionStateMachine.TransitionError.illegal(id, state: state, intent: intent).description)
             } catch {
                 throw UsageError(message: error.description)
             }

@@ -39,15 +39,20 @@ struct StateOptions: ParsableArguments {
 
     /// Where the queue lives: `--state`, else `$HAUL_STATE_DIR`, else the config's `state` (in
     /// `settings`), else the XDG default.
+    /// A path that is a file, or lies under one, is refused here, for every command alike.
     func resolvedPath(_ settings: Settings, environment: [String: String] = ProcessInfo.processInfo.environment) throws(UsageError) -> String {
+        let path: String
         if directory == nil, (environment["HAUL_STATE_DIR"] ?? "").isEmpty, let configured = settings.state {
-            return configured
+            path = configured
+        } else {
+            do {
+                path = try StateDirectory.resolve(option: directory, environment: environment)
+            } catch {
+                throw UsageError(message: error.description)
+            }
         }
-        do {
-            return try StateDirectory.resolve(option: directory, environment: environment)
-        } catch {
-            throw UsageError(message: error.description)
-        }
+        if let problem = StateDirectory.problem(at: path) { throw UsageError(message: TerminalText.sanitize(problem)) }
+        return path
     }
 }
 

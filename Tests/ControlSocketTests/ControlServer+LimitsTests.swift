@@ -28,6 +28,9 @@ import Testing
             for (method, path, body, status, error) in [
                 ("PUT", "/v1/limit", #"{"limit": 100}"#, 400, "limit must be at least 1024 bytes a second (1K), or 0 for none"),
                 ("PUT", "/v1/limit", #"{"limit": "200K"}"#, 400, "'limit' has the wrong type"),
+                // Found by use: Int64.max crashed the runner (its pacing overflowed).
+                ("PUT", "/v1/limit", #"{"limit": 9223372036854775807}"#, 400, "limit must be at most 1125899906842624 bytes a second (1024T), or 0 for none"),
+                ("PUT", "/v1/downloads/\(id)/limit", #"{"limit": 9223372036854775807}"#, 400, "limit must be at most 1125899906842624 bytes a second (1024T), or 0 for none"),
                 ("PUT", "/v1/limit", #"{}"#, 400, "'limit' is missing"),
                 ("PUT", "/v1/limit", "", 400, "the body is empty; a JSON object is expected"),
                 ("POST", "/v1/limit", #"{"limit": 2048}"#, 405, "POST is not allowed here (use PUT)"),

@@ -139,6 +139,7 @@ import TestSupport
                 ("POST", "/v1/downloads", #"{"url": "http://h/x", "dir": "/tmp", "connections": 17}"#, 400, "connections must be between 1 and 16"),
                 ("POST", "/v1/downloads", #"{"urls": ["http://h/x", "http://h/y"], "output": "/tmp/x"}"#, 400, "output takes a single URL; use dir for several"),
                 ("POST", "/v1/downloads", #"{"url": 5}"#, 400, "'url' has the wrong type"),
+                ("POST", "/v1/downloads", #"{"url": "http://h/x", "dir": "/tmp", "limit": 9223372036854775807}"#, 400, "limit must be at most 1125899906842624 bytes a second (1024T), or 0 for none"),
                 ("PUT", "/v1/max-active", #"{"max_active": 0}"#, 400, "max_active must be between 1 and 32"),
                 ("POST", "/v1/downloads/1/move", #"{}"#, 400, "'to' is missing"),
                 ("POST", "/v1/downloads/\(id)/pause", nil, 409, "cannot pause download \(id): it is completed"),

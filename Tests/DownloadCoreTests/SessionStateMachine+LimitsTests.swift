@@ -37,6 +37,12 @@ import Testing
         #expect(throws: Machine.TransitionError.invalidArgument("the limit must be at least 1024 bytes a second (1K), or 0 for none")) {
             try m.setLimit(1000)
         }
+        #expect(throws: Machine.TransitionError.invalidArgument("the limit must be at most 1125899906842624 bytes a second (1024T), or 0 for none")) {
+            try m.setLimit(.max)
+        }
+        try m.setLimit(QueueLimits.maximumRate)
+        #expect(m.snapshot.limit == QueueLimits.maximumRate, "the highest limit is taken")
+        try m.setLimit(nil)
         #expect(m.snapshot.limit == nil, "a refused limit changes nothing")
     }
 

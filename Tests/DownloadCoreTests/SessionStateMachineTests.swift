@@ -676,6 +676,21 @@ import Testing
         #expect(!download.connecting)
     }
 
+    /// A failed download's error is its row's news until it runs again: `list` says no old error
+    /// under a downloading row (the download keeps it as its last, for the details).
+    @Test func aRunningDownloadListsNoOldError() throws {
+        var m = machine()
+        let (id, attempt) = try started(&m)
+        _ = m.transferFinished(id, attempt: attempt, outcome: .fatal(reason: "HTTP 404 Not Found"), bytesOnDisk: 0, now: now, jitter: 0)
+        #expect(QueueListing.error(try #require(m.download(id))) == "HTTP 404 Not Found")
+        guard case .startTransfer = try m.resume(id).last else { Issue.record("no start"); return }
+        let running = try #require(m.download(id))
+        #expect(running.state == .downloading)
+        #expect(QueueListing.error(running) == nil)
+        #expect(running.lastError == "HTTP 404 Not Found", "kept as the last error")
+        #expect(QueueListing.object(for: running).error == nil, "nor in list --json")
+    }
+
     @Test func aRestartAdoptsTheNewValidatorsAndSaysWhy() throws {
         var m = machine()
         let (id, attempt) = try started(&m)

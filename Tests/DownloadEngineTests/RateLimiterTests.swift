@@ -7,6 +7,16 @@ import Testing
         duration / .seconds(1)
     }
 
+    /// The largest rate reads back without trapping (`Int64.max` as a Double is 2^63, past an
+    /// Int64): a control socket client's `Int64.max` crashed the runner before it was refused.
+    @Test func theLargestRateReadsBackWithoutTrapping() {
+        let limiter = RateLimiter(bytesPerSecond: .max)
+        #expect(limiter.bytesPerSecond == .max)
+        #expect(limiter.reserve(1 << 20) == .zero)
+        limiter.setRate(1 << 50)
+        #expect(limiter.bytesPerSecond == 1 << 50)
+    }
+
     @Test func aChunkWaitsItsShareOfTheRateAfterTheChunksBeforeIt() {
         let limiter = RateLimiter(bytesPerSecond: 100_000)
         limiter.setRate(100_000)

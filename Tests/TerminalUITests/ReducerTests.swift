@@ -269,6 +269,13 @@ import Testing
         #expect(ScreenText.fit("日本語", 4, pad: true) == "日… ")
         #expect(ScreenText.fit("abc", 5, pad: true) == "abc  ")
         #expect(ScreenText.suffix("abc日本", 4) == "日本")
+        // Names are cut in the middle: two that differ at their ends stay apart.
+        #expect(ScreenText.fitMiddle("file-with-a-rather-long-name-1.bin", 21) == "file-with-a-ra…-1.bin")
+        #expect(ScreenText.fitMiddle("file-with-a-rather-long-name-40.bin", 21) == "file-with-a-ra…40.bin")
+        #expect(ScreenText.fitMiddle("file-with-a-rather-long-name-40.bin", 21, unicode: false) == "file-with-a-ra~40.bin")
+        #expect(ScreenText.fitMiddle("short.bin", 21) == "short.bin")
+        #expect(ScreenText.width(ScreenText.fitMiddle("日本語のファイル名.iso", 15)) <= 15)
+        #expect(ScreenText.fitMiddle("abcdefgh", 4) == "abc…", "too narrow for two ends: cut at the end")
         #expect(ScreenText.prefix("日本", 3) == "日")
     }
 }

@@ -83,8 +83,9 @@ import Testing
         #expect(frame.lines.map(\.text) == [
             "haul  ↓ 5.2 MiB/s …",
             "NAME            DONE",
-            "ubuntu-24.04.1…  40%",
-            "日本語のファイ…    -",
+            // Names are cut in the middle, their ends kept.
+            "ubuntu-24.….iso  40%",
+            "日本語のフ….zip    -",
             "q quit  ? help",
         ])
     }

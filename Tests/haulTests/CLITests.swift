@@ -143,6 +143,7 @@ import TestSupport
         (["add", "http://example.com/a", "-H", "Range: bytes=0-"], "set by haul itself"),
         (["get", "http://example.com/a", "--limit-rate", "fast"], "not a size"),
         (["get", "http://example.com/a", "--limit-rate", "100"], "at least 1K"),
+        (["get", "http://example.com/a", "--limit-rate", "0"], "haul: error: --limit-rate must be at least 1K (a limit the queue keeps is lifted with 0 at the UI's L key, or PUT /v1/limit)"),
         (["add", "http://example.com/a", "--limit-rate-each", "500"], "--limit-rate-each must be at least 1K, or 0 for none"),
         (["get", "http://example.com/a", "--limit-rate-each", "fast"], "not a size"),
         (["get", "http://example.com/a", "-j", "0"], "--max-active must be between 1 and 32"),
@@ -394,6 +395,31 @@ import TestSupport
             let rows = try await CLI.list(state: directory + "/.state", in: directory)
             #expect(rows.count == 1, "nothing was added while it ran")
         }
+    }
+
+    /// A state directory that is a file, or lies under one, is refused by every command in one
+    /// line, and nothing is made. Found by use: `list` said `no downloads` (exit 0), `start`
+    /// pointed at a log inside the file, `get` said Foundation's `NSCocoaErrorDomain error 512`.
+    @Test(arguments: [
+        ["list"], ["list", "--json"], ["start"], ["stop"], ["pause", "1"], ["resume", "1"], ["cancel", "1"], ["remove", "1"],
+        ["get", "http://example.com/a"], ["add", "http://example.com/a"],
+    ])
+    func aStateDirectoryThatIsAFileIsRefusedByEveryCommand(_ command: [String]) async throws {
+        let scratch = try TemporaryDirectory("haul-statefile")
+        defer { withExtendedLifetime(scratch) {} }
+        let file = scratch.path("afile")
+        #expect(FileManager.default.createFile(atPath: file, contents: Data("mine".utf8)))
+        for (state, expected) in [
+            (file, "haul: error: the state directory is not a directory: \(file)\n"),
+            (file + "/sub", "haul: error: the state directory cannot be made: part of \(file)/sub is a file, not a directory\n"),
+        ] {
+            let run = try await HaulProcess(command, in: scratch.path, state: state).wait()
+            #expect(run.status == 2, "\(command) \(state): \(run.stdout) \(run.stderr)")
+            #expect(run.stderr == expected, "\(command) \(state)")
+            #expect(run.stdout.isEmpty, "\(command) \(state): \(run.stdout)")
+        }
+        #expect(FileManager.default.contents(atPath: file) == Data("mine".utf8))
+        #expect(CLI.files(scratch.path) == ["afile"], "nothing made: \(CLI.files(scratch.path))")
     }
 
     @Test func completionScriptsAreGenerated() async throws {

@@ -17,15 +17,16 @@ import TestSupport
         // shared machine: here the rows only have to come.
         let started = Date()
         try await tmux.waitFor("the demo's rows", timeout: 30) { rows in
-            rows.contains { $0.hasPrefix("large-pause-and-res") && $0.contains("downloading") }
+            rows.contains { $0.hasPrefix("large-pause-an") && $0.contains("downloading") }
                 && rows.contains { $0.hasPrefix("release-notes.pdf") }
         }
         print("DEMO-START: rows after \(String(format: "%.2f", Date().timeIntervalSince(started))) s")
         let screen = await tmux.screen()
         #expect(screen.contains { $0.hasPrefix("demo: space pause/resume · Enter details") }, "the keys to try: \(screen)")
-        // Names are cut to the column at 100 columns: their first 17 characters show.
-        let names = ["large-pause-and-r", "changes-while-pau", "fails-twice-then-", "no-ranges-server",
-                     "dataset-2026-11", "no-content-length", "podcast-episode-1", "download ", "linux-6.12-docs", "weak-etag-mirror",
+        // Names are cut to the column at 100 columns, in the middle: their first 14 characters
+        // show, then `…` and their ends (`large-pause-an…me.iso`).
+        let names = ["large-pause-an…me.iso", "changes-while-", "fails-twice-th", "no-ranges-server",
+                     "dataset-2026-1", "no-content-length", "podcast-episod…42.mp3", "download ", "linux-6.12-doc", "weak-etag-mirror",
                      "photos-2026", "release-notes"]
         for name in names {
             #expect(screen.contains { $0.hasPrefix(name) }, "row \(name)")
@@ -34,14 +35,14 @@ import TestSupport
         #expect(screen.first?.contains("4 at once") == true)
         // Bytes move.
         try await tmux.waitFor("progress") { _ in
-            await tmux.row("large-pause-and-res").map { !$0.contains(" 0 B/") && $0.contains("MiB/128 MiB") } == true
+            await tmux.row("large-pause-an").map { !$0.contains(" 0 B/") && $0.contains("MiB/128 MiB") } == true
         }
         let temporary = try FileManager.default.contentsOfDirectory(atPath: directory).filter { $0.hasPrefix("haul-demo-") }
         #expect(temporary.count == 1, "one temporary queue: \(temporary)")
 
         // Pausing the large one keeps it paused; the demo is a real queue.
         await tmux.keys("Space")
-        try await tmux.waitFor("paused") { _ in await tmux.row("large-pause-and-res")?.contains("paused") == true }
+        try await tmux.waitFor("paused") { _ in await tmux.row("large-pause-an")?.contains("paused") == true }
 
         await tmux.keys("q")
         try await tmux.waitFor("the demo to exit") { rows in rows.contains("[exited 0]") }
@@ -70,7 +71,7 @@ import TestSupport
         defer { second.close() }
         // Same port, same URLs: it resumes from the bytes kept and the row says where.
         try await second.waitFor("the resume offset") { _ in
-            await second.row("large-pause-and-res")?.contains("×1") == true
+            await second.row("large-pause-an")?.contains("×1") == true
         }
         #expect((fileLength(state + "/downloads/large-pause-and-resume-me.iso.part") ?? 0) >= kept)
         await second.keys("q")
