@@ -151,9 +151,27 @@ public enum RequestTarget {
     /// The `Host` header of a request to `url`, as the HTTP client writes it: the host (an IPv6
     /// address in brackets) and the port when it is not the scheme's default.
     public static func authority(_ url: URL) -> String {
-        let host = URLComponents(url: url, resolvingAgainstBaseURL: true)?.percentEncodedHost ?? url.host ?? ""
+        let host = plainHost(url) ?? URLComponents(url: url, resolvingAgainstBaseURL: true)?.percentEncodedHost ?? url.host ?? ""
         let standard = url.scheme?.lowercased() == "https" ? 443 : 80
         return url.port.map { $0 == standard ? host : "\(host):\($0)" } ?? host
+    }
+
+    /// The host when it is written as it reads (letters, digits, `-` and `.`, no escape in the
+    /// authority): `percentEncodedHost` without parsing the URL again, which cost 1.5 % of a
+    /// thousand small files' time (three parses a file). Nil: the full way decides.
+    static func plainHost(_ url: URL) -> String? {
+        guard let host = url.host, !host.isEmpty, host.utf8.allSatisfy({ byte in
+            switch byte {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+                 UInt8(ascii: "-"), UInt8(ascii: "."): true
+            default: false
+            }
+        }) else { return nil }
+        // `ex%41mple.test` reads as a plain host too, but is written escaped.
+        let text = url.absoluteString.utf8
+        guard let colon = text.firstIndex(of: UInt8(ascii: ":")) else { return nil }
+        let authority = text[colon...].dropFirst(3).prefix { $0 != UInt8(ascii: "/") && $0 != UInt8(ascii: "?") && $0 != UInt8(ascii: "#") }
+        return authority.contains(UInt8(ascii: "%")) ? nil : host
     }
 
     /// Why `url` cannot be requested exactly as written, or nil when it can (by the HTTP client

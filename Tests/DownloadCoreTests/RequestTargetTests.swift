@@ -1,4 +1,4 @@
-import DownloadCore
+@testable import DownloadCore
 import Foundation
 import Testing
 
@@ -56,6 +56,18 @@ import Testing
         #expect(RequestTarget.authority(try #require(URL(string: "https://h.test:80/caf%E9.bin"))) == "h.test:80")
         #expect(RequestTarget.authority(try #require(URL(string: "http://[::1]:8080/x"))) == "[::1]:8080")
         #expect(RequestTarget.authority(try #require(URL(string: "http://[::1]/x"))) == "[::1]")
+        // The plain host's fast way gives what the full parse gives, or leaves it to it.
+        for text in [
+            "http://127.0.0.1:18950/small/f0001.bin", "https://Mirror.Example.ORG/a%20b", "http://h-1.test./x?y=%41",
+            "http://ex%41mple.test/x", "http://user:p%40ss@h.test/x", "http://[::1]:8080/x", "http://b%C3%BCcher.test/",
+            "http://h.test#frag", "http://h_x.test/", "HTTP://H.TEST:80/",
+        ] {
+            let url = try #require(URL(string: text))
+            let full = URLComponents(url: url, resolvingAgainstBaseURL: true)?.percentEncodedHost ?? url.host ?? ""
+            if let plain = RequestTarget.plainHost(url) { #expect(plain == full, "\(text)") }
+        }
+        #expect(RequestTarget.plainHost(try #require(URL(string: "http://ex%41mple.test/x"))) == nil)
+        #expect(RequestTarget.plainHost(try #require(URL(string: "http://127.0.0.1:18950/x"))) == "127.0.0.1")
     }
 
     @Test func aRedirectToAnEscapeThatIsNotUTF8IsFollowedAndARawLocationIsEncoded() throws {
