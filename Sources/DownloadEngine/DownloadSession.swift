@@ -125,6 +125,9 @@ public actor DownloadSession {
     private var waiters: [(token: UInt64, continuation: CheckedContinuation<Void, Never>)] = []
     /// Every publish up to this token is committed (and shown, when it asked).
     private var settledToken: UInt64 = 0
+    /// Completed downloads whose rows no commit has saved yet (the queue's disk is full): placed
+    /// after the next commit that succeeds, never before.
+    private var placementsAwaitingCommit: Set<DownloadID> = []
     /// The publish that will show what a throttled snapshot did not.
     private var trailingShow: Task<Void, Never>?
     /// The commit that will write the rows that waited for their download's next change (`writeLater`).
@@ -617,9 +620,17 @@ public actor DownloadSession {
             // Committed, not shown: nobody sees `completed` before the file is in place, and a
             // crash from here on finds a completed row with its bytes and places them.
             await settled(publish(showing: false, soon: soon, awaited: true))
-            var freed: [Action] = []
-            for id in finalizing { freed += await finalize(id) }
-            await perform(freed, soon: soon)
+            if ledger.failure != nil {
+                // Not committed (the queue's disk is full): the file stays a part file, the row
+                // `finishing`, until a commit saves it (`commit`). Placed now, a crash or an exit
+                // would leave a queue that knows nothing of it, and the next run fetched it again
+                // beside itself (found by use: `NAME.1`).
+                placementsAwaitingCommit.formUnion(finalizing)
+            } else {
+                var freed: [Action] = []
+                for id in finalizing { freed += await finalize(id) }
+                await perform(freed, soon: soon)
+            }
         }
         let published = publish(soon: soon)
         if !hooks.isEmpty {
@@ -1251,6 +1262,12 @@ public actor DownloadSession {
             if let failure { configuration.logger.error("journal commit failed", metadata: ["error": "\(failure.description)"]) }
         }
         let next = ledger.commitEnded(commit, failure: failure, now: .now)
+        if ledger.failure == nil, !placementsAwaitingCommit.isEmpty {
+            // Saved at last: the completed rows held back are placed now.
+            let held = placementsAwaitingCommit.sorted { $0.rawValue < $1.rawValue }
+            placementsAwaitingCommit = []
+            Task { await self.perform(held.map { .finalize($0) }) }
+        }
         if var shown = snapshot {
             shown.unsaved = ledger.failure
             published = shown

@@ -86,13 +86,15 @@ struct Get: AsyncParsableCommand {
 
     /// Every download this run asked for has completed, failed, been cancelled, or paused (a
     /// read-only disk), and its hook, if any, has ended (a person running `haul get URL
-    /// --on-complete x` expects x to have run when the command returns); or it waits for disk
-    /// space while the queue cannot be saved (its own disk is full too): waiting on would keep
-    /// nothing of what happens, so the run ends and the next one resumes from the bytes on disk.
+    /// --on-complete x` expects x to have run when the command returns); or the queue cannot be
+    /// saved (its disk is full): going on would keep nothing of what happens (a file finished
+    /// meanwhile is not even placed), so the run ends at once, exit 1, and the next one resumes
+    /// from the bytes on disk. (It went on to the end before, and said `completed` of a file whose
+    /// row was never saved.)
     static func allSettled(_ snapshot: SessionSnapshot, ids: [DownloadID]) -> Bool {
-        ids.allSatisfy { id in
+        if snapshot.unsaved != nil { return true }
+        return ids.allSatisfy { id in
             guard let download = snapshot[id] else { return true }
-            if case .waitingForSpace = download.state, snapshot.unsaved != nil { return true }
             return (download.state.isFinished || download.state == .paused) && download.hook?.isPending != true
         }
     }

@@ -193,6 +193,39 @@ import TestSupport
         }
     }
 
+    /// A download that completes while the queue cannot be saved is not placed: its file stays a
+    /// part file, the row `finishing`, until a commit saves its completed row; then it is placed.
+    /// Found by use: `haul get` placed the file and said `completed` of a row never saved, and the
+    /// next run, finding no part file, fetched it again beside itself (`NAME.1`).
+    @Test func aFileIsPlacedOnlyOnceItsCompletedRowIsSaved() async throws {
+        try await Bench.with { bench in
+            let journal = FullJournal()
+            let session = DownloadSession(configuration: Harness.testConfiguration(), journal: journal)
+            bench.sessions.withLock { $0.append(session) }
+            bench.server.serve("/p.bin", size: 100_000)
+            let target = bench.path("p.bin")
+            let id = try await session.schedule(bench.server.url("/p.bin"), to: .file(target))
+            _ = try await poll(timeout: 20, every: .milliseconds(20)) { () async -> Bool? in
+                let shown = await session.snapshot()[id]
+                return shown?.finishing == true && FileSync.length(target + ".part") == 100_000 ? true : nil
+            }
+            try await Task.sleep(for: .milliseconds(300))
+            #expect(!FileManager.default.fileExists(atPath: target), "not placed while its row is unsaved")
+            #expect(FileSync.length(target + ".part") == 100_000)
+            #expect(await session.snapshot()[id]?.state == .downloading, "shown finishing, not completed")
+            #expect(await session.snapshot().unsaved != nil)
+
+            // Space is back: the next commit saves the row, and the file is placed.
+            journal.full.withLock { $0 = false }
+            try await session.setMaxActive(2)
+            let done = try await waitFor(session, id) { $0.completedPath != nil }
+            #expect(done.completedPath == target)
+            #expect(sha256(ofFile: target) == bench.server.sha256("/p.bin"))
+            #expect(bench.server.requests("/p.bin").count == 1)
+            await session.shutdown()
+        }
+    }
+
     @Test func withoutFsyncCheckpointsAreStoredUnsyncedUntilAPauseSyncsThem() async throws {
         try await Bench.with { bench in
             let size = 3 * 1024 * 1024

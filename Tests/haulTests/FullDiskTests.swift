@@ -15,12 +15,20 @@ import TestSupport
         return status == 0
     }
 
-    @Test func aQueueThatCannotBeSavedIsSaidOnStderrExitsOneAndRecoversNextTime() async throws {
+    /// Runs `body` with a server, a scratch directory and a tmpfs of `megabytes` mounted at its
+    /// `disk` (unmounted after); not run where mounting is not allowed.
+    static func withDisk(megabytes: Int, _ body: (LoopbackServer, _ directory: String, _ disk: String) async throws -> Void) async throws {
         try await CLI.withServer { server, directory in
             let disk = directory + "/disk"
             try FileManager.default.createDirectory(atPath: disk, withIntermediateDirectories: true)
-            guard try await Self.mountTmpfs(disk, megabytes: 3) else { return }
+            guard try await mountTmpfs(disk, megabytes: megabytes) else { return }
             defer { unmount(disk) }
+            try await body(server, directory, disk)
+        }
+    }
+
+    @Test func aQueueThatCannotBeSavedIsSaidOnStderrExitsOneAndRecoversNextTime() async throws {
+        try await Self.withDisk(megabytes: 3) { server, directory, disk in
             // No length (chunked): nothing can tell it will not fit, so it fills the disk.
             var faults = Faults()
             faults.chunked = true
@@ -49,6 +57,40 @@ import TestSupport
             let gets = server.requests("/big.bin")
             #expect(gets.count == 2, "\(gets.map(\.range))")
             #expect(gets.last?.range == "bytes=\(onDisk)-", "resumed from the bytes on disk")
+        }
+    }
+
+    /// The queue's disk fills while a download to another disk runs. Found by use: `haul get` went
+    /// on, placed the file and said `completed` of a row never saved, and the next run, finding no
+    /// part file, fetched it again beside itself (`f.bin.1`). Now it says so and ends at once,
+    /// exit 1, with the file still a part file; the next run resumes from those bytes.
+    @Test func aQueueWhoseDiskFillsMidRunEndsAtOnceAndPlacesNothingUnsaved() async throws {
+        try await Self.withDisk(megabytes: 2) { server, directory, disk in
+            var faults = Faults()
+            faults.throttleBytesPerSecond = 512 * 1024
+            server.serve("/f.bin", size: 4 * 1024 * 1024, faults: faults)
+            let state = disk + "/.state"
+            let arguments = ["get", server.url("/f.bin").absoluteString, "-d", directory]
+            let run = try HaulProcess(arguments, in: directory, state: state)
+            let part = directory + "/f.bin.part"
+            #expect(try await eventually("the download runs") { (fileLength(part) ?? 0) > 128 * 1024 })
+            // Nothing else fits on the queue's disk now.
+            _ = try await ChildProcess.run("/bin/dd", ["if=/dev/zero", "of=\(disk)/filler", "bs=64k"], in: "/")
+            let first = try await run.wait(timeout: 60)
+            #expect(first.status == 1, "\(first.stdout) \(first.stderr)")
+            #expect(first.stderr.contains("haul: cannot save the queue: the disk holding the queue is full"), "\(first.stderr)")
+            #expect(!first.stdout.contains("completed"), "\(first.stdout)")
+            #expect(!FileManager.default.fileExists(atPath: directory + "/f.bin"), "nothing placed whose row was not saved")
+            let kept = try #require(fileLength(part))
+            #expect(kept > 0)
+
+            unlink(disk + "/filler")
+            let second = try await HaulProcess(arguments, in: directory, state: state).wait(timeout: 60)
+            #expect(second.status == 0, "\(second.stdout) \(second.stderr)")
+            #expect(CLI.files(directory).filter { $0.hasPrefix("f.bin") } == ["f.bin"], "placed once: \(CLI.files(directory))")
+            #expect(sha256(ofFile: directory + "/f.bin") == server.sha256("/f.bin"))
+            let resumed = try #require(server.requests("/f.bin").last?.range)
+            #expect(resumed.hasPrefix("bytes=") && resumed != "bytes=0-", "resumed from the bytes on disk: \(resumed)")
         }
     }
 }
