@@ -56,6 +56,11 @@ public struct SessionStateMachine: Sendable {
         public var options: RequestOptions = RequestOptions()
         /// The download's own speed limit (bytes per second), beside the queue's; nil for none.
         public var limit: Int64?
+        /// Whether the download's row says it has bytes (a checkpoint, validators, a length or
+        /// parts): a part file without a queue's mark is then its own, as before marks were kept.
+        /// One that says none never restarts over a file it finds: it did not write it (a person's
+        /// `NAME.part`, a file haul delivered under that name, another download's kept bytes).
+        public var hasBytes = false
     }
 
     /// What the owner must do, in order.
@@ -114,9 +119,10 @@ public struct SessionStateMachine: Sendable {
         case noSpace(SpaceShortage, reading: DiskReading?)
         /// The attempt was stopped from outside (pause, cancel, shutdown).
         case stopped
-        /// The part file at `path` is another haul queue's (its mark names that queue): its bytes
-        /// are left alone, and the download starts over in a part file of its own.
-        case partFileTaken(path: String)
+        /// The part file at `path` is not this download's: another haul queue's or download's (its
+        /// mark names them), or, for a download without bytes of its own, a file it did not write.
+        /// Its bytes are left alone, and the download starts over in a part file of its own.
+        case partFileTaken(path: String, marked: Bool)
     }
 
     /// What the first response of an attempt established.
@@ -410,7 +416,10 @@ public struct SessionStateMachine: Sendable {
             return state.isPending || state == .paused || isFailed(state)
         }), var download = downloads[existing] {
             if let checksum = options.checksum, let current = download.options.checksum, current != checksum {
-                throw .invalidArgument("download \(existing) of this URL is already checked against \(current)")
+                // Said with the way out (found by use: a wrong checksum seemed final).
+                throw .invalidArgument(
+                    "download \(existing) of this URL is already checked against \(current); to check it against another, cancel it, or remove it once it failed (its bytes stay)"
+                )
             }
             if let limit, let current = download.limit, current != limit {
                 throw .invalidArgument(
@@ -1170,8 +1179,8 @@ public struct SessionStateMachine: Sendable {
             download.lastError = "interrupted"
             download.state = .paused
             note(id, .paused, "interrupted")
-        case .partFileTaken(let path):
-            // Another queue's bytes: never resumed from, replaced, cut or removed. Nothing of this
+        case .partFileTaken(let path, let marked):
+            // Another's bytes: never resumed from, replaced, cut or removed. Nothing of this
             // download was in that file, so nothing of it is lost; it starts over in a name of its
             // own at once (not a failure: the name was taken, the server did nothing wrong).
             foreignParts.insert(path)
@@ -1181,8 +1190,9 @@ public struct SessionStateMachine: Sendable {
             download.state = .queued
             download.lastError = nil
             download.restartCount += 1
-            download.restartReason = "\(path) is another haul queue's part file (left alone); fetching into \(fresh)"
-            note(id, .restarted, "restarted from zero: \(path) is another haul queue's part file (left alone); fetching into \(fresh)")
+            let whose = marked ? "is another download's part file" : "holds bytes this download did not write"
+            download.restartReason = "\(path) \(whose) (left alone); fetching into \(fresh)"
+            note(id, .restarted, "restarted from zero: \(download.restartReason ?? "")")
         }
         if case .failed(let reason) = download.state {
             note(id, .failed, reason)
@@ -1458,7 +1468,9 @@ public struct SessionStateMachine: Sendable {
         latestAttempt[id] = attempt
         speedMeters[id] = SpeedMeter()
         return .startTransfer(TransferOrder(
-            id: id, attempt: attempt, url: download.url, partPath: download.partPath, options: download.options, limit: download.limit
+            id: id, attempt: attempt, url: download.url, partPath: download.partPath, options: download.options, limit: download.limit,
+            hasBytes: download.bytesOnDisk > 0 || download.etag != nil || download.lastModified != nil || download.totalBytes != nil
+                || !download.segments.isEmpty
         ))
     }
 

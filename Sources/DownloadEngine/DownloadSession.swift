@@ -502,8 +502,9 @@ public actor DownloadSession {
                 var partLength = FileSync.length(download.partPath)
                 // A finished file another queue's part file took the name of since (its own was
                 // placed before the crash, or is gone) is not this download's: looked for as placed.
+                let owner = PartFileOwner.mark(queue: queue, download: download.id)
                 if partLength != nil, download.state == .completed, download.completedPaths.isEmpty,
-                   PartFileOwner.other(than: queue, path: download.partPath) != nil {
+                   PartFileOwner.other(than: owner, path: download.partPath) != nil {
                     partLength = nil
                 }
                 var destinationLength: Int64?
@@ -519,7 +520,7 @@ public actor DownloadSession {
                     currentBoot: boot, destinationFileLength: destinationLength, placedCandidates: candidates.first ?? [],
                     extraCandidates: Array(candidates.dropFirst())
                 )
-                if let length = plan.truncateTo { _ = FileSync.cut(download.partPath, to: length, queue: queue) }
+                if let length = plan.truncateTo { _ = FileSync.cut(download.partPath, to: length, owner: owner) }
                 // What the checkpoint will claim from now on must be on stable storage.
                 let synced = partLength != nil && FileSync.syncNow(download.partPath)
                 return (plan, synced)
@@ -586,15 +587,15 @@ public actor DownloadSession {
                 guard let running = transfers[id], running.attempt == attempt else { continue }
                 running.task.cancel()
                 waits.append(running.task)
-            case .deletePartFile(_, let path):
+            case .deletePartFile(let id, let path):
                 // On the file-work threads: removing a large file frees its blocks, which can take
                 // most of a second, never on the cooperative pool's few threads.
                 let logger = configuration.logger
-                let queue = configuration.queueID
+                let owner = PartFileOwner.mark(queue: configuration.queueID, download: id)
                 waits.append(enqueueFileWork(on: path) {
                     // Left where another program writes it, or another queue marked it (a file of the
                     // same name).
-                    if await !FileSync.run({ FileSync.removePart(path, queue: queue) }) {
+                    if await !FileSync.run({ FileSync.removePart(path, owner: owner) }) {
                         logger.notice("part file left", metadata: ["path": "\(path)", "why": "another program is writing it, another haul queue keeps it, or it cannot be removed"])
                     }
                 })
@@ -714,7 +715,7 @@ public actor DownloadSession {
             headTimeout: Self.timeAmount(configuration.connectTimeout + configuration.stallTimeout),
             stallTimeout: Self.timeAmount(configuration.stallTimeout),
             syncOnCompletion: configuration.syncOnCompletion,
-            queue: configuration.queueID,
+            owner: PartFileOwner.mark(queue: configuration.queueID, download: id),
             floor: configuration.minFree,
             claimSpace: { [weak self] needs, reading in await self?.claimSpace(id, attempt: attempt, needs: needs, reading: reading) ?? 0 },
             prepare: { [weak self] preparation in await self?.prepareAttempt(id, attempt: attempt, preparation) },
@@ -1017,7 +1018,7 @@ public actor DownloadSession {
         let replacingStamps = download.replacingStamps.count == replacing.count ? download.replacingStamps : []
         let destinations = [download.destination] + download.extraDestinations
         let source = download.partPath
-        let queue = configuration.queueID
+        let owner = PartFileOwner.mark(queue: configuration.queueID, download: id)
         // What the transfer wrote and synced, as it ended (or as a previous process committed it).
         let written = download.completedPaths.isEmpty && download.completedStamps.count == 1 ? download.completedStamps[0] : nil
         let placed = await FileSync.run { () -> Result<(paths: [String], stamps: [FileStamp]), FilePlacement.Failure> in
@@ -1066,9 +1067,9 @@ public actor DownloadSession {
             // another queue's file (after a crash, one of the same name and size may be there).
             // Once placed, its queue's mark comes off (the file is the person's): not before, or a
             // placement that fails would leave the bytes unmarked, for another queue to take.
-            switch PartFile.holding(source, queue: queue, { fd in
+            switch PartFile.holding(source, owner: owner, { fd in
                 let placed = place()
-                if queue != nil, case .success = placed { PartFileOwner.clear(fd) }
+                if owner != nil, case .success = placed { PartFileOwner.clear(fd) }
                 return placed
             }) {
             case .done(let placed): return placed

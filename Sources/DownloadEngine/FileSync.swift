@@ -100,12 +100,12 @@ enum FileSync {
     }
 
     /// Removes the part file at `path`, unless another process is writing it (it holds the file's
-    /// lock) or another queue than `queue` marked it (`PartFileOwner`): a cancel or a purge deletes
-    /// this queue's bytes, never another queue's of a part file of the same name in the same
-    /// directory. False when it was left.
+    /// lock) or another download than `owner` marked it (`PartFileOwner`): a cancel or a purge
+    /// deletes its download's bytes, never another's of a part file of the same name in the same
+    /// directory (another queue's, or kept bytes of one removed). False when it was left.
     @discardableResult
-    static func removePart(_ path: String, queue: String?) -> Bool {
-        switch PartFile.holding(path, queue: queue, { _ in unlink(path) == 0 }) {
+    static func removePart(_ path: String, owner: String?) -> Bool {
+        switch PartFile.holding(path, owner: owner, { _ in unlink(path) == 0 }) {
         case .done(let removed): removed
         case .busy, .foreign: false
         case .unopened(let code): code == ENOENT
@@ -113,11 +113,11 @@ enum FileSync {
     }
 
     /// Cuts the file at `path` to `length` bytes, unless another process is writing it (it holds
-    /// the file's lock, `PartFile`) or another queue than `queue` marked it: a queue restored
+    /// the file's lock, `PartFile`) or another download than `owner` marked it: a queue restored
     /// beside another that keeps a part file of the same name in the same directory must not cut
     /// that file.
-    static func cut(_ path: String, to length: Int64, queue: String?) -> Bool {
-        guard case .done(let cut) = PartFile.holding(path, flags: O_WRONLY, queue: queue, { ftruncate($0, off_t(length)) == 0 }) else { return false }
+    static func cut(_ path: String, to length: Int64, owner: String?) -> Bool {
+        guard case .done(let cut) = PartFile.holding(path, flags: O_WRONLY, owner: owner, { ftruncate($0, off_t(length)) == 0 }) else { return false }
         return cut
     }
 }

@@ -34,7 +34,7 @@ final class PartFile {
 
         var description: String {
             if isBusy { return "another program is writing \(TerminalText.sanitize(path)) (another haul queue?); waiting for it" }
-            if isForeign { return "\(TerminalText.sanitize(path)) is another haul queue's part file (left alone)" }
+            if isForeign { return "\(TerminalText.sanitize(path)) is another download's part file (left alone)" }
             if isOutOfSpace { return "\(spaceWords) (\(String(cString: strerror(code))))" }
             if isTooLarge { return "file too large for its file system (\(String(cString: strerror(code)))); paused" }
             let text = "cannot \(operation) \(TerminalText.sanitize(path)): \(String(cString: strerror(code)))"
@@ -49,13 +49,14 @@ final class PartFile {
     private(set) var length: Int64
 
     /// Opens (creating when missing) the part file for writing at its end, locks it, and marks it
-    /// as `queue`'s (`PartFileOwner`; nil: no mark).
+    /// with `owner`, its download's mark (`PartFileOwner`; nil: no mark).
     ///
     /// The lock (`flock`, held while the file is open) keeps two processes from writing one part
     /// file: two haul queues fetching files of one name into one directory, for one. Without it,
     /// each wrote the other's file, and one moved the other's bytes into place as its own. A file
-    /// with bytes that another queue marked is not written (`isForeign`): they are that queue's.
-    init(path: String, queue: String? = nil) throws(Failure) {
+    /// with bytes that another download marked (of this queue or another) is not written
+    /// (`isForeign`): they are that download's.
+    init(path: String, owner: String? = nil) throws(Failure) {
         self.path = path
         var fd: Int32 = -1
         // The name must still lead to the file locked: one another process moved away (into
@@ -78,15 +79,15 @@ final class PartFile {
             Self.closeDescriptor(fd)
             throw Failure(operation: "stat", path: path, code: code)
         }
-        if let queue {
+        if let owner {
             // A new (empty) file is marked at once; one with bytes is looked at first.
             if info.st_size > 0, let other = PartFileOwner.mark(fd: fd, path: path) {
-                guard other == queue else {
+                guard other == owner else {
                     Self.closeDescriptor(fd)
                     throw Failure(operation: Failure.ownerOperation, path: path, code: 0)
                 }
             } else {
-                PartFileOwner.set(fd, to: queue)
+                PartFileOwner.set(fd, to: owner)
             }
         }
         descriptor = fd
@@ -135,20 +136,20 @@ final class PartFile {
         case busy(Failure)
         /// The file could not be opened (this `errno`: `ENOENT` when there is none).
         case unopened(Int32)
-        /// The file is another queue's (`PartFileOwner`): `body` did not run.
+        /// The file is another download's (`PartFileOwner`): `body` did not run.
         case foreign(Failure)
     }
 
     /// Runs `body` with the file at `path` open (`flags`) and locked, the lock held until `body`
     /// returns: what a file-work thread does to a part file no other process may be writing
-    /// (replace, cut, remove, place it), and that is not another queue's than `queue` (nil: not
+    /// (replace, cut, remove, place it), and that no other download than `owner` marked (nil: not
     /// looked at). Waits out a lock let go a moment later (`lockPatience`).
-    static func holding<T>(_ path: String, flags: Int32 = O_RDONLY, queue: String?, _ body: (Int32) -> T) -> Held<T> {
+    static func holding<T>(_ path: String, flags: Int32 = O_RDONLY, owner: String?, _ body: (Int32) -> T) -> Held<T> {
         let fd = open(path, flags | O_CLOEXEC)
         guard fd >= 0 else { return .unopened(errno) }
         defer { closeDescriptor(fd) }
         if let busy = lock(fd, path: path, patience: lockPatience) { return .busy(busy) }
-        if PartFileOwner.other(than: queue, fd: fd, path: path) != nil {
+        if PartFileOwner.other(than: owner, fd: fd, path: path) != nil {
             return .foreign(Failure(operation: Failure.ownerOperation, path: path, code: 0))
         }
         return .done(body(fd))
@@ -197,9 +198,9 @@ final class PartFile {
     ///
     /// A restart from zero does this with the new version's first bytes, so that the old bytes stay
     /// on disk until their replacement is (a crash in between finds one version or the other,
-    /// never an emptied file). The new file is `queue`'s, and another queue's file is never
-    /// replaced. Blocking: run it with `FileSync.run`.
-    static func replace(_ path: String, with bytes: [UInt8], queue: String?) -> Result<Void, Failure> {
+    /// never an emptied file). The new file carries `owner`'s mark, and another download's file is
+    /// never replaced. Blocking: run it with `FileSync.run`.
+    static func replace(_ path: String, with bytes: [UInt8], owner: String?) -> Result<Void, Failure> {
         let slash = path.lastIndex(of: "/")
         let directory = slash.map { $0 == path.startIndex ? "/" : String(path[..<$0]) } ?? "."
         let name = slash.map { String(path[path.index(after: $0)...]) } ?? path
@@ -224,13 +225,13 @@ final class PartFile {
             guard result > 0 else { return fail("write") }
             done += result
         }
-        if let queue { PartFileOwner.set(fd, to: queue) }
+        if let owner { PartFileOwner.set(fd, to: owner) }
         guard fsync(fd) == 0 else { return fail("sync") }
         closeDescriptor(fd)
         // The file replaced is nobody's now: another process writing it holds its lock.
         let renamed = { rename(temporary, path) == 0 ? 0 : errno }
         let code: Int32
-        switch holding(path, queue: queue, { _ in renamed() }) {
+        switch holding(path, owner: owner, { _ in renamed() }) {
         case .done(let result): code = result
         case .busy(let refusal), .foreign(let refusal):
             unlink(temporary)
@@ -276,12 +277,12 @@ final class PartFile {
 
 /// A part file's removal for the command line (`haul cancel` or a purge while no haul runs the
 /// queue): as a running queue removes one, never while another process is writing it, and never
-/// another queue's than `queue`.
+/// one another download than `owner` marked.
 public enum PartFileRemoval {
-    /// Removes the part file at `path` unless another process is writing it or another queue
-    /// marked it; false when it stays.
+    /// Removes the part file at `path` of download `download` of queue `queue`, unless another
+    /// process is writing it or another download marked it; false when it stays.
     @discardableResult
-    public static func remove(_ path: String, queue: String?) -> Bool {
-        FileSync.removePart(path, queue: queue)
+    public static func remove(_ path: String, of download: DownloadID, queue: String?) -> Bool {
+        FileSync.removePart(path, owner: PartFileOwner.mark(queue: queue, download: download))
     }
 }

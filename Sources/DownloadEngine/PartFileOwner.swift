@@ -4,21 +4,30 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import DownloadCore
 
-/// Which haul queue a part file belongs to: an extended attribute (`user.haul.queue`) holding the
-/// queue's id, set when a queue opens the file to write it, and removed when the file is placed.
+/// Which haul queue and download a part file belongs to: an extended attribute (`user.haul.queue`)
+/// holding the queue's id and the download's (`mark(queue:download:)`), set when a download opens
+/// the file to write it, and removed when the file is placed.
 ///
 /// Two queues (two `--state` directories) fetching files of one name into one directory share the
 /// part file's name. The lock (`PartFile`) keeps them from writing it at once; the mark keeps them
-/// apart over time: a queue never resumes from, restarts over, cuts or removes a part file another
-/// queue marked, and fetches into a name of its own instead. Before, the second queue restarted
-/// over the first's paused bytes, and the first then resumed after the second's bytes (its
-/// `If-Range` held for its own resource): a file of both, placed and reported complete.
+/// apart over time: a download never resumes from, restarts over, cuts or removes a part file
+/// another download marked (of another queue, or of this one and removed from it, its bytes kept),
+/// and fetches into a name of its own instead. Before, the second queue restarted over the first's
+/// paused bytes, and the first then resumed after the second's bytes (its `If-Range` held for its
+/// own resource): a file of both, placed and reported complete.
 ///
-/// A file system without extended attributes keeps no marks: its part files are all unmarked,
-/// and treated as before (the lock still keeps two writers apart).
+/// A file without a mark (a person's `NAME.part`, one haul placed under that name, one from
+/// before marks, or on a file system that keeps none) is trusted only by a download whose row
+/// says it has bytes (`TransferOrder.hasBytes`); any other leaves it alone too.
 enum PartFileOwner {
     static let attribute = "user.haul.queue"
+
+    /// What marks the part files of download `download` of queue `queue` (nil: no marks).
+    static func mark(queue: String?, download: DownloadID) -> String? {
+        queue.map { "\($0)/\(download.rawValue)" }
+    }
     /// The longest mark read; a longer value is not a queue id of haul's.
     private static let longest = 64
 
@@ -31,16 +40,16 @@ enum PartFileOwner {
         return String(decoding: buffer.prefix(length), as: UTF8.self)
     }
 
-    /// Whether the file is another queue's than `queue` (nil: this session marks nothing): its
-    /// mark, when it names another.
-    static func other(than queue: String?, fd: Int32 = -1, path: String) -> String? {
-        guard let queue, let mark = mark(fd: fd, path: path), mark != queue else { return nil }
+    /// Whether the file is another download's than `owner`'s (nil: this session marks nothing):
+    /// its mark, when it names another.
+    static func other(than owner: String?, fd: Int32 = -1, path: String) -> String? {
+        guard let owner, let mark = mark(fd: fd, path: path), mark != owner else { return nil }
         return mark
     }
 
-    /// Marks the open file `fd` as `queue`'s; a file system that keeps no marks is left as it is.
-    static func set(_ fd: Int32, to queue: String) {
-        _ = Array(queue.utf8).withUnsafeBytes { haul_set_attribute(fd, attribute, $0.baseAddress, $0.count) }
+    /// Marks the open file `fd` with `owner`; a file system that keeps no marks is left as it is.
+    static func set(_ fd: Int32, to owner: String) {
+        _ = Array(owner.utf8).withUnsafeBytes { haul_set_attribute(fd, attribute, $0.baseAddress, $0.count) }
     }
 
     /// Takes the mark off the open file `fd` (a placed file is the person's, not a queue's).

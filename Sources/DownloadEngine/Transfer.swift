@@ -41,11 +41,11 @@ final class TransferProgress: Sendable {
 
     /// Replaces the part file at `path` with `bytes`, durably (`PartFile.replace`), telling
     /// concurrent checkpoints that the bytes they counted are void.
-    func replace(_ path: String, with bytes: [UInt8], queue: String?) async throws(PartFile.Failure) {
+    func replace(_ path: String, with bytes: [UInt8], owner: String?) async throws(PartFile.Failure) {
         truncations.add(1, ordering: .sequentiallyConsistent)
         defer { truncations.add(1, ordering: .sequentiallyConsistent) }
         bytesOnDisk.store(0, ordering: .sequentiallyConsistent)
-        try await FileSync.run { PartFile.replace(path, with: bytes, queue: queue) }.get()
+        try await FileSync.run { PartFile.replace(path, with: bytes, owner: owner) }.get()
     }
 }
 
@@ -114,8 +114,8 @@ struct Transfer: Sendable {
     var stallSeconds: Int64 { stallTimeout.nanoseconds / 1_000_000_000 }
     /// fsync the part file before reporting completion.
     let syncOnCompletion: Bool
-    /// The queue's id, which marks the part files it writes (`PartFileOwner`); nil: no marks.
-    let queue: String?
+    /// The mark of this download's part files (`PartFileOwner`: its queue and id); nil: no marks.
+    let owner: String?
     /// The free space that must stay where the part file is (`--min-free`).
     let floor: SpaceFloor
     /// Records that this attempt will write `needs` more bytes on the file system read as the
@@ -166,9 +166,14 @@ struct Transfer: Sendable {
         } catch {
             return Result(outcome: outcome(of: error), bytesOnDisk: 0)
         }
-        // Bytes another queue marked are its own: not resumed from, nor restarted over.
-        if startLength > 0, PartFileOwner.other(than: queue, path: order.partPath) != nil {
-            return Result(outcome: .partFileTaken(path: order.partPath), bytesOnDisk: 0)
+        // Bytes another download marked (of another queue, or one removed from this one) are its
+        // own: not resumed from, nor restarted over. Nor are bytes without a mark found by a
+        // download that has none of its own: it did not write them (a person's `NAME.part`, a file
+        // haul delivered under that name); before, it restarted over them.
+        if startLength > 0 {
+            let mark = PartFileOwner.mark(path: order.partPath)
+            let taken = if let mark, let owner { mark != owner } else { !order.hasBytes }
+            if taken { return Result(outcome: .partFileTaken(path: order.partPath, marked: mark != nil), bytesOnDisk: 0) }
         }
         progress.bytesOnDisk.store(startLength, ordering: .relaxed)
         guard !Task.isCancelled,
@@ -183,7 +188,7 @@ struct Transfer: Sendable {
         var attempt = Attempt(path: order.partPath, validators: basis.validators, knownTotal: basis.knownTotal)
         attempt.knownType = basis.contentType
         attempt.startLength = startLength
-        attempt.queue = queue
+        attempt.owner = owner
         defer { attempt.file?.close() }
         let outcome: Outcome
         do {
@@ -217,8 +222,8 @@ struct Transfer: Sendable {
         /// The media type of the response that started the bytes on disk.
         var knownType: String?
         var file: PartFile?
-        /// The queue that marks the file (`PartFileOwner`).
-        var queue: String?
+        /// The download's mark on the file (`PartFileOwner`).
+        var owner: String?
         var startLength: Int64 = 0
         /// Whether the bytes found were discarded (a restart from zero).
         var restarted = false
@@ -241,7 +246,7 @@ struct Transfer: Sendable {
 
         mutating func open() throws(PartFile.Failure) -> PartFile {
             if let file { return file }
-            let opened = try PartFile(path: path, queue: queue)
+            let opened = try PartFile(path: path, owner: owner)
             file = opened
             return opened
         }
@@ -292,8 +297,8 @@ struct Transfer: Sendable {
         // Another process writes the file: the download waits and tries again (it may be done by
         // then, and the next attempt starts a file of its own).
         if failure.isBusy { return .retryable(reason: failure.description, retryAfter: nil, progressed: false) }
-        // Another queue's bytes (found when the file was opened, or replaced): a name of its own.
-        if failure.isForeign { return .partFileTaken(path: failure.path) }
+        // Another download's bytes (found when the file was opened, or replaced): a name of its own.
+        if failure.isForeign { return .partFileTaken(path: failure.path, marked: true) }
         if failure.isOutOfSpace {
             return .noSpace(.writeFailed(failure.spaceWords), reading: DiskWatch.reading(near: failure.path, floor: floor))
         }
@@ -445,7 +450,7 @@ struct Transfer: Sendable {
         // The descriptor open now is the old file's; the next `open()` finds the new one.
         attempt.file?.close()
         attempt.file = nil
-        try await progress.replace(attempt.path, with: first, queue: queue)
+        try await progress.replace(attempt.path, with: first, owner: owner)
     }
 
     /// Streams a body accepted at `offset` into the file, then decides how the attempt ended.

@@ -142,7 +142,9 @@ import Testing
         let (id, _) = try machine.schedule(url: url, destination: .directory("/d"), hold: true)
         _ = try machine.schedule(url: url, destination: .directory("/d"), options: RequestOptions(checksum: first), hold: true)
         #expect(machine.download(id)?.options.checksum == first)
-        #expect(throws: SessionStateMachine.TransitionError.self) {
+        #expect(throws: SessionStateMachine.TransitionError.invalidArgument(
+            "download \(id) of this URL is already checked against \(first); to check it against another, cancel it, or remove it once it failed (its bytes stay)"
+        )) {
             try machine.schedule(url: url, destination: .directory("/d"), options: RequestOptions(checksum: other), hold: true)
         }
         #expect(machine.download(id)?.options.checksum == first)

@@ -47,7 +47,7 @@ import Darwin
         let writer = try PartFile(path: path)
         let written = Array("the writer's bytes".utf8)
         #expect(written.withUnsafeBytes { pwrite(writer.descriptor, $0.baseAddress, $0.count, 0) } == written.count)
-        guard case .failure(let failure) = PartFile.replace(path, with: Array("another version".utf8), queue: nil) else {
+        guard case .failure(let failure) = PartFile.replace(path, with: Array("another version".utf8), owner: nil) else {
             Issue.record("the part file was replaced under its writer")
             return
         }
@@ -55,7 +55,7 @@ import Darwin
         #expect(FileManager.default.contents(atPath: path).map(Array.init) == written, "the writer's file is untouched")
         #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path) == ["f.bin.part"], "no file left beside it")
         writer.close()
-        guard case .success = PartFile.replace(path, with: Array("another version".utf8), queue: nil) else {
+        guard case .success = PartFile.replace(path, with: Array("another version".utf8), owner: nil) else {
             Issue.record("a part file nobody writes could not be replaced")
             return
         }
@@ -66,10 +66,10 @@ import Darwin
     @Test func aPartFileBeingWrittenIsNotCut() throws {
         let (writer, path, directory) = try writing(4096, of: 1)
         defer { withExtendedLifetime(directory) {} }
-        #expect(!FileSync.cut(path, to: 100, queue: nil))
+        #expect(!FileSync.cut(path, to: 100, owner: nil))
         #expect(FileSync.length(path) == 4096)
         writer.close()
-        #expect(FileSync.cut(path, to: 100, queue: nil))
+        #expect(FileSync.cut(path, to: 100, owner: nil))
         #expect(FileSync.length(path) == 100)
     }
 
@@ -78,12 +78,12 @@ import Darwin
         let directory = try TemporaryDirectory("partlock")
         let path = directory.path("f.bin.part")
         let writer = try PartFile(path: path)
-        #expect(!FileSync.removePart(path, queue: nil))
+        #expect(!FileSync.removePart(path, owner: nil))
         #expect(FileManager.default.fileExists(atPath: path))
         writer.close()
-        #expect(FileSync.removePart(path, queue: nil))
+        #expect(FileSync.removePart(path, owner: nil))
         #expect(!FileManager.default.fileExists(atPath: path))
-        #expect(FileSync.removePart(path, queue: nil), "nothing to remove is no failure")
+        #expect(FileSync.removePart(path, owner: nil), "nothing to remove is no failure")
     }
 
     /// A lock let go a moment later (a child process started meanwhile holds a copy of the

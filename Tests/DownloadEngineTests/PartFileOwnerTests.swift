@@ -18,7 +18,7 @@ import Darwin
     func paused(by queue: String, _ count: Int) throws -> (path: String, directory: TemporaryDirectory) {
         let directory = try TemporaryDirectory("partowner")
         let path = directory.path("f.bin.part")
-        let writer = try PartFile(path: path, queue: queue)
+        let writer = try PartFile(path: path, owner: queue)
         let bytes = [UInt8](repeating: 7, count: count)
         #expect(bytes.withUnsafeBytes { pwrite(writer.descriptor, $0.baseAddress, $0.count, 0) } == bytes.count)
         writer.close()
@@ -32,7 +32,7 @@ import Darwin
         #expect(PartFileOwner.other(than: "queue-b", path: path) == "queue-a")
         #expect(PartFileOwner.other(than: nil, path: path) == nil, "a session without an id looks at no mark")
         // Its own file opens again, bytes and all.
-        let again = try PartFile(path: path, queue: "queue-a")
+        let again = try PartFile(path: path, owner: "queue-a")
         #expect(again.length == 10)
         again.close()
         _ = directory
@@ -41,11 +41,11 @@ import Darwin
     @Test func anotherQueuesPartFileWithBytesIsNotOpenedForWriting() throws {
         let (path, directory) = try paused(by: "queue-a", 10)
         do {
-            _ = try PartFile(path: path, queue: "queue-b")
+            _ = try PartFile(path: path, owner: "queue-b")
             Issue.record("queue-b opened queue-a's part file")
         } catch {
             #expect(error.isForeign)
-            #expect(error.description == "\(path) is another haul queue's part file (left alone)")
+            #expect(error.description == "\(path) is another download's part file (left alone)")
         }
         #expect(PartFileOwner.mark(path: path) == "queue-a")
         #expect(FileSync.length(path) == 10)
@@ -54,7 +54,7 @@ import Darwin
 
     @Test func anEmptyPartFileOfAnotherQueueIsTakenAndMarkedAnew() throws {
         let (path, directory) = try paused(by: "queue-a", 0)
-        let taken = try PartFile(path: path, queue: "queue-b")
+        let taken = try PartFile(path: path, owner: "queue-b")
         #expect(PartFileOwner.mark(path: path) == "queue-b", "nothing of queue-a's is in it")
         taken.close()
         _ = directory
@@ -64,7 +64,7 @@ import Darwin
         let directory = try TemporaryDirectory("partowner")
         let path = directory.path("f.bin.part")
         #expect(FileManager.default.createFile(atPath: path, contents: Data(repeating: 1, count: 10)))
-        let writer = try PartFile(path: path, queue: "queue-b")
+        let writer = try PartFile(path: path, owner: "queue-b")
         #expect(writer.length == 10)
         #expect(PartFileOwner.mark(path: path) == "queue-b")
         writer.close()
@@ -72,9 +72,9 @@ import Darwin
 
     @Test func anotherQueuesPartFileIsNotRemovedCutOrReplaced() throws {
         let (path, directory) = try paused(by: "queue-a", 4096)
-        #expect(!FileSync.removePart(path, queue: "queue-b"))
-        #expect(!FileSync.cut(path, to: 100, queue: "queue-b"))
-        guard case .failure(let refused) = PartFile.replace(path, with: Array("another version".utf8), queue: "queue-b") else {
+        #expect(!FileSync.removePart(path, owner: "queue-b"))
+        #expect(!FileSync.cut(path, to: 100, owner: "queue-b"))
+        guard case .failure(let refused) = PartFile.replace(path, with: Array("another version".utf8), owner: "queue-b") else {
             Issue.record("queue-b replaced queue-a's part file")
             return
         }
@@ -83,15 +83,15 @@ import Darwin
         #expect(PartFileOwner.mark(path: path) == "queue-a")
         #expect(((try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []) == ["f.bin.part"], "no temporary file left")
         // Its own queue can do each.
-        #expect(FileSync.cut(path, to: 100, queue: "queue-a"))
+        #expect(FileSync.cut(path, to: 100, owner: "queue-a"))
         #expect(FileSync.length(path) == 100)
-        guard case .success = PartFile.replace(path, with: Array("a new version".utf8), queue: "queue-a") else {
+        guard case .success = PartFile.replace(path, with: Array("a new version".utf8), owner: "queue-a") else {
             Issue.record("queue-a could not replace its own part file")
             return
         }
         #expect(FileManager.default.contents(atPath: path) == Data("a new version".utf8))
         #expect(PartFileOwner.mark(path: path) == "queue-a", "the replacement is marked too")
-        #expect(FileSync.removePart(path, queue: "queue-a"))
+        #expect(FileSync.removePart(path, owner: "queue-a"))
         #expect(!FileManager.default.fileExists(atPath: path))
     }
 
@@ -102,7 +102,7 @@ import Darwin
         try await Harness.with { h in
             h.server.serve("/same.bin", size: 300_000)
             let theirs = h.path("same.bin.part")
-            let writer = try PartFile(path: theirs, queue: "another-queue")
+            let writer = try PartFile(path: theirs, owner: "another-queue")
             let theirBytes = [UInt8](repeating: 9, count: 100_000)
             #expect(theirBytes.withUnsafeBytes { pwrite(writer.descriptor, $0.baseAddress, $0.count, 0) } == theirBytes.count)
             writer.close()
@@ -116,7 +116,7 @@ import Darwin
             #expect(PartFileOwner.mark(path: theirs) == "another-queue")
             #expect(h.gets("/same.bin").map(\.range) == [nil], "one fresh request: nothing sent for the other's file")
             let history = try await h.session.history(id)
-            #expect(history.contains { $0.kind == .restarted && $0.text.contains("\(theirs) is another haul queue's part file (left alone)") }, "\(history)")
+            #expect(history.contains { $0.kind == .restarted && $0.text.contains("\(theirs) is another download's part file (left alone)") }, "\(history)")
         }
     }
 
@@ -133,7 +133,7 @@ import Darwin
             #expect(failed.lastError?.contains("out") == true, "\(String(describing: failed.lastError))")
             let part = target + ".part"
             #expect(sha256(ofFile: part) == h.server.sha256("/f.bin"), "the finished bytes stay in the part file")
-            #expect(PartFileOwner.mark(path: part) == "test-queue")
+            #expect(PartFileOwner.mark(path: part) == "test-queue/\(id)")
         }
     }
 
@@ -142,14 +142,64 @@ import Darwin
     @Test func aRestartsTemporaryFileStartsWithoutAnotherQueuesMark() throws {
         let (path, directory) = try paused(by: "queue-a", 10)
         let leftover = directory.path("f.bin.part.new")
-        let stale = try PartFile(path: leftover, queue: "queue-b")
+        let stale = try PartFile(path: leftover, owner: "queue-b")
         stale.close()
         #expect(PartFileOwner.mark(path: leftover) == "queue-b")
-        guard case .success = PartFile.replace(path, with: Array("new".utf8), queue: nil) else {
+        guard case .success = PartFile.replace(path, with: Array("new".utf8), owner: nil) else {
             Issue.record("the replacement failed")
             return
         }
         #expect(FileManager.default.contents(atPath: path) == Data("new".utf8))
         #expect(PartFileOwner.mark(path: path) == nil, "not queue-b's")
+    }
+
+    /// A part file name that holds a file no download of the queue wrote: a person's notes, or a
+    /// file haul itself delivered under that name. Found by use: a new download restarted over it
+    /// (`no validator or length to check a resume against`) and deleted it. Now it is left alone,
+    /// and the download fetches into a name of its own.
+    @Test func aFileTheDownloadDidNotWriteIsLeftAlone() async throws {
+        try await Harness.with { h in
+            h.server.serve("/doc.pdf", size: 50_000)
+            h.server.serve("/g.bin.part", size: 40_000)
+            h.server.serve("/g.bin", size: 60_000)
+            let notes = h.path("doc.pdf.part")
+            #expect(FileManager.default.createFile(atPath: notes, contents: Data("my own notes\n".utf8)))
+            let doc = try await h.session.schedule(h.server.url("/doc.pdf"), to: .directory(h.directory))
+            #expect(try await h.waitCompleted(doc).completedPath == h.path("doc.pdf"))
+            #expect(FileManager.default.contents(atPath: notes) == Data("my own notes\n".utf8), "the person's file is untouched")
+            #expect(sha256(ofFile: h.path("doc.pdf")) == h.server.sha256("/doc.pdf"))
+
+            // A file haul delivered as `g.bin.part`, then a download of `g.bin`.
+            let delivered = try await h.session.schedule(h.server.url("/g.bin.part"), to: .directory(h.directory))
+            #expect(try await h.waitCompleted(delivered).completedPath == h.path("g.bin.part"))
+            let next = try await h.session.schedule(h.server.url("/g.bin"), to: .directory(h.directory))
+            let done = try await h.waitCompleted(next)
+            #expect(done.completedPath == h.path("g.bin"))
+            #expect(sha256(ofFile: h.path("g.bin.part")) == h.server.sha256("/g.bin.part"), "the delivered file is untouched")
+            #expect(sha256(ofFile: h.path("g.bin")) == h.server.sha256("/g.bin"))
+            #expect(done.restartReason?.hasSuffix("holds bytes this download did not write (left alone); fetching into \(h.path("g.bin.1.part"))") == true, "\(String(describing: done.restartReason))")
+        }
+    }
+
+    /// Bytes a removed download kept (`remove` keeps files) are that download's: a new download of
+    /// the same URL leaves them and fetches its own. Found by use: it fetched over them.
+    @Test func bytesARemovedDownloadKeptAreLeftAlone() async throws {
+        try await Harness.with { h in
+            h.server.serve("/f.bin", size: 200_000)
+            let wrong = "sha-256=" + String(repeating: "0", count: 64)
+            var options = RequestOptions()
+            options.checksum = try Checksum.parse(wrong)
+            let first = try await h.session.schedule(h.server.url("/f.bin"), to: .directory(h.directory), options: options)
+            _ = try await h.wait(first) { if case .failed = $0.state { true } else { false } }
+            let kept = h.path("f.bin.part")
+            #expect(sha256(ofFile: kept) == h.server.sha256("/f.bin"), "a wrong checksum keeps the bytes")
+            try await h.session.remove(first)
+
+            let again = try await h.session.schedule(h.server.url("/f.bin"), to: .directory(h.directory))
+            let done = try await h.waitCompleted(again)
+            #expect(sha256(ofFile: try #require(done.completedPath)) == h.server.sha256("/f.bin"))
+            #expect(sha256(ofFile: kept) == h.server.sha256("/f.bin"), "the removed download's bytes are kept")
+            #expect(done.restartReason?.contains("is another download's part file (left alone)") == true, "\(String(describing: done.restartReason))")
+        }
     }
 }

@@ -530,7 +530,7 @@ import TestSupport
             let written = try stamp(part)
             let placed = bench.path("c.bin")
             #expect(rename(part, placed) == 0, "the move the crash came after")
-            let theirs = try PartFile(path: part, queue: "another-queue")
+            let theirs = try PartFile(path: part, owner: "another-queue")
             let theirBytes = [UInt8](repeating: 9, count: 300_000)
             #expect(theirBytes.withUnsafeBytes { pwrite(theirs.descriptor, $0.baseAddress, $0.count, 0) } == theirBytes.count)
             let nanoseconds = try #require(written.modified)

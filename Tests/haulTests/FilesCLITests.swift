@@ -42,4 +42,19 @@ import TestSupport
             #expect(unreadable.status == 0, "\(unreadable.stderr)")
         }
     }
+
+    /// A person's `NAME.part` in the download directory is theirs. Found by use: `haul get` of
+    /// NAME restarted over it (`no validator or length to check a resume against`) and deleted it.
+    @Test func aPersonsPartFileIsLeftAlone() async throws {
+        try await CLI.withServer { server, directory in
+            server.serve("/doc.pdf", size: 30_000)
+            let notes = directory + "/doc.pdf.part"
+            #expect(FileManager.default.createFile(atPath: notes, contents: Data("my own notes\n".utf8)))
+            let run = try await CLI.haul(["get", server.url("/doc.pdf").absoluteString, "-d", directory], in: directory)
+            #expect(run.status == 0, "\(run.stdout) \(run.stderr)")
+            #expect(run.stdout.contains("[1] restarted from zero: \(notes) holds bytes this download did not write (left alone); fetching into \(directory)/doc.pdf.1.part\n"), "\(run.stdout)")
+            #expect(FileManager.default.contents(atPath: notes) == Data("my own notes\n".utf8))
+            #expect(sha256(ofFile: directory + "/doc.pdf") == server.sha256("/doc.pdf"))
+        }
+    }
 }

@@ -81,7 +81,7 @@ import TestSupport
             #expect(try await CLI.haul(["add", server.url("/b/same.bin").absoluteString, "-d", directory], in: directory, state: third).status == 0)
             #expect(try await CLI.haul(["cancel", "1"], in: directory, state: third).stdout == "cancelled 1\n")
             #expect(FileManager.default.contents(atPath: part) == firstBytes, "another queue's cancel left the first queue's bytes")
-            #expect(second.stdout.contains("[1] restarted from zero: \(part) is another haul queue's part file (left alone); fetching into \(directory)/same.bin.1.part\n"), "\(second.stdout)")
+            #expect(second.stdout.contains("[1] restarted from zero: \(part) is another download's part file (left alone); fetching into \(directory)/same.bin.1.part\n"), "\(second.stdout)")
 
             // Each queue resumes its own bytes and places its own file.
             for (path, state) in [("/a/same.bin", "/.first"), ("/b/same.bin", "/.second")] {
