@@ -188,6 +188,10 @@ public enum TrustRoots {
 
     /// The PEM certificates in the file at `path`, or a one-line reason.
     static func load(_ path: String) throws(Invalid) -> [NIOSSLCertificate] {
+        var isDirectory: ObjCBool = false
+        if FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), isDirectory.boolValue {
+            throw Invalid(description: "the CA certificate file \(TerminalText.sanitize(path)) is a directory")
+        }
         guard FileManager.default.isReadableFile(atPath: path) else {
             throw Invalid(description: "cannot read the CA certificate file \(TerminalText.sanitize(path))")
         }

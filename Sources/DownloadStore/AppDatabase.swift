@@ -20,6 +20,8 @@ public struct AppDatabase: QueueJournal, Sendable {
         public var description: String
         /// The database has an older schema and was opened read-only, so it was not migrated.
         public var needsMigration = false
+        /// The disk holding the queue is full or failing: no fault of the command's (exit 1).
+        public var diskFault = false
     }
 
     private let writer: any DatabaseWriter
@@ -54,7 +56,9 @@ public struct AppDatabase: QueueJournal, Sendable {
         } catch let failure as Failure {
             throw failure
         } catch {
-            throw Failure(description: "cannot open the queue database \(path): \(Self.describe(error))")
+            let code = (error as? DatabaseError)?.resultCode
+            let diskFault = code == .SQLITE_FULL || code == .SQLITE_IOERR
+            throw Failure(description: "cannot open the queue database \(path): \(Self.describe(error))", diskFault: diskFault)
         }
     }
 

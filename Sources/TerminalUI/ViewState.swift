@@ -426,10 +426,9 @@ public struct ViewState: Sendable {
 
     private func resumeOrRetry(_ state: inout ViewState, _ download: Download) -> [Command] {
         switch download.state {
-        case .paused, .failed, .waiting, .waitingForSpace: return [.resume(download.id)]
-        case .queued:
-            state.message = StatusMessage("queued: it starts when a slot frees (> runs more at once)")
-            return []
+        // A queued one too: a resume means now, as `haul resume` and the socket take it (found by
+        // use: the key only said it would start when a slot freed).
+        case .paused, .failed, .waiting, .waitingForSpace, .queued: return [.resume(download.id)]
         case .downloading, .completed, .cancelled:
             state.message = StatusMessage("already \(download.state.word)", isError: true)
             return []

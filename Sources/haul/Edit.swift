@@ -17,7 +17,7 @@ struct QueueEditor {
     private var deletions: [(DownloadID, String)] = []
 
     /// Opens the queue for an edit. With `mustExist`, a missing queue is an error, not created.
-    init(_ options: StateOptions, settings: Settings, mustExist: Bool, verb: String) throws(UsageError) {
+    init(_ options: StateOptions, settings: Settings, mustExist: Bool, verb: String) throws {
         let path = try options.resolvedPath(settings)
         let existing = try? StateDirectory(existingAt: path)
         if let pid = existing?.liveHolder() {

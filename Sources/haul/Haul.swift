@@ -47,6 +47,9 @@ enum Main {
         } catch let error as UsageError {
             writeError("haul: error: \(error.message)\n")
             Haul.exit(withError: ExitCode(2))
+        } catch let error as DiskFault {
+            writeError("haul: error: \(error.message)\n")
+            Haul.exit(withError: ExitCode(1))
         } catch let error as RunnerGone {
             writeError("haul: \(error.message)\n")
             Haul.exit(withError: ExitCode(1))
@@ -82,6 +85,11 @@ func writeError(_ text: String) {
 
 /// Bad input found after parsing: one line on stderr, exit 2, nothing changed.
 struct UsageError: Error {
+    var message: String
+}
+
+/// The queue's disk is full or failing: said like bad input, in one line, but exit 1.
+struct DiskFault: Error {
     var message: String
 }
 

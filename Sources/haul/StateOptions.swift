@@ -69,7 +69,7 @@ final class OpenStore: Sendable {
     let queueID: String
 
     /// Opens (creating) the queue at `path` and takes its lock.
-    init(path: String) throws(UsageError) {
+    init(path: String) throws {
         do {
             directory = try StateDirectory(creatingAt: path)
             lock = try directory.lock()
@@ -82,6 +82,8 @@ final class OpenStore: Sendable {
             database = try AppDatabase.open(at: directory.databasePath)
             queue = try database.loadQueue()
         } catch {
+            // A full or failing disk is no bad input: exit 1 (found by use: it said 2).
+            if error.diskFault { throw DiskFault(message: error.description) }
             throw UsageError(message: error.description)
         }
         // Without it, the queue could not tell its part files from another queue's.

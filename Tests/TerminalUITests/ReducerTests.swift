@@ -53,7 +53,8 @@ import Testing
     }
 
     @Test func rResumesOrRetries() {
-        for (index, expected) in [(2, true), (3, true), (5, true), (0, false), (1, false), (4, false), (6, false)] {
+        // A queued row (1) too: a resume means now.
+        for (index, expected) in [(1, true), (2, true), (3, true), (5, true), (0, false), (4, false), (6, false)] {
             var state = state(selecting: index)
             let commands = state.handle([.char("r")])
             #expect(commands == (expected ? [.resume(id(index))] : []), "row \(index)")

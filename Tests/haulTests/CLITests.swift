@@ -151,6 +151,7 @@ import TestSupport
         (["get", "http://example.com/a", "--stall-timeout", "0"], "--stall-timeout must be between"),
         (["get", "http://example.com/a", "--connect-timeout", "0"], "--connect-timeout must be between"),
         (["get", "http://example.com/a", "--ca-certificate", "no-such.pem"], "cannot read the CA certificate file"),
+        (["get", "http://example.com/a", "--ca-certificate", "/tmp"], "haul: error: the CA certificate file /tmp is a directory"),
         (["get", "http://example.com/a", "--refresh", "5"], "haul: error: unknown option '--refresh'"),
         (["get"], "no URL given"),
         (["add"], "no URL given"),

@@ -93,4 +93,16 @@ import TestSupport
             #expect(resumed.hasPrefix("bytes=") && resumed != "bytes=0-", "resumed from the bytes on disk: \(resumed)")
         }
     }
+
+    /// A queue that cannot even be opened, its disk full: one line, exit 1 (no bad input; found by
+    /// use: it said 2, which is bad input's).
+    @Test func aQueueWhoseDiskIsFullAtTheStartExitsOne() async throws {
+        try await Self.withDisk(megabytes: 1) { server, directory, disk in
+            _ = try await ChildProcess.run("/bin/dd", ["if=/dev/zero", "of=\(disk)/filler", "bs=64k"], in: "/")
+            let run = try await HaulProcess(["add", server.url("/x.bin").absoluteString, "-d", directory], in: directory, state: disk + "/.state").wait()
+            #expect(run.status == 1, "\(run.stderr)")
+            #expect(run.stderr.hasPrefix("haul: error: cannot open the queue database \(disk)/.state/queue.sqlite: the disk holding the queue is full"), "\(run.stderr)")
+            #expect(run.stderr.split(separator: "\n").count == 1, "\(run.stderr)")
+        }
+    }
 }
