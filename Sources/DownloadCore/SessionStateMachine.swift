@@ -1469,8 +1469,7 @@ public struct SessionStateMachine: Sendable {
         speedMeters[id] = SpeedMeter()
         return .startTransfer(TransferOrder(
             id: id, attempt: attempt, url: download.url, partPath: download.partPath, options: download.options, limit: download.limit,
-            hasBytes: download.bytesOnDisk > 0 || download.etag != nil || download.lastModified != nil || download.totalBytes != nil
-                || !download.segments.isEmpty
+            hasBytes: download.hasBytesOfItsOwn
         ))
     }
 

@@ -128,6 +128,9 @@ public actor DownloadSession {
     /// Completed downloads whose rows no commit has saved yet (the queue's disk is full): placed
     /// after the next commit that succeeds, never before.
     private var placementsAwaitingCommit: Set<DownloadID> = []
+    /// Asks for a commit every few seconds while placements wait for one: nothing else may come
+    /// to ask (a runner with nothing else running), and room may come back any time.
+    private var placementRetry: Task<Void, Never>?
     /// The publish that will show what a throttled snapshot did not.
     private var trailingShow: Task<Void, Never>?
     /// The commit that will write the rows that waited for their download's next change (`writeLater`).
@@ -473,6 +476,8 @@ public actor DownloadSession {
         trailingShow = nil
         rowsLater?.cancel()
         rowsLater = nil
+        placementRetry?.cancel()
+        placementRetry = nil
         for transfer in transfers.values { transfer.task.cancel() }
         for tail in fileTails.values { await tail.task.value }
         ledger.flushing = true
@@ -500,12 +505,17 @@ public actor DownloadSession {
         let plans = await FileSync.run { () -> [(QueueRecovery.Plan, synced: Bool)] in
             stored.downloads.map { download in
                 var partLength = FileSync.length(download.partPath)
-                // A finished file another queue's part file took the name of since (its own was
-                // placed before the crash, or is gone) is not this download's: looked for as placed.
+                // A part file that is not this download's is not taken on, cut or placed: another
+                // download marked it (a finished file's name taken since its own was placed before
+                // a crash: then looked for as placed), or it is unmarked and the row has no bytes
+                // of its own (a person's `NAME.part` beside a download that never ran: before, the
+                // restore took on its length and the next attempt restarted over it; after a
+                // reboot, it was cut to nothing here).
                 let owner = PartFileOwner.mark(queue: queue, download: download.id)
-                if partLength != nil, download.state == .completed, download.completedPaths.isEmpty,
-                   PartFileOwner.other(than: owner, path: download.partPath) != nil {
-                    partLength = nil
+                if let length = partLength, length > 0, download.state != .cancelled {
+                    let mark = PartFileOwner.mark(path: download.partPath)
+                    let theirs = if let mark, let owner { mark != owner } else { !download.hasBytesOfItsOwn }
+                    if theirs { partLength = nil }
                 }
                 var destinationLength: Int64?
                 if case .file(let path) = download.destination { destinationLength = FileSync.length(path) }
@@ -627,6 +637,7 @@ public actor DownloadSession {
                 // would leave a queue that knows nothing of it, and the next run fetched it again
                 // beside itself (found by use: `NAME.1`).
                 placementsAwaitingCommit.formUnion(finalizing)
+                retryPlacementsLater()
             } else {
                 var freed: [Action] = []
                 for id in finalizing { freed += await finalize(id) }
@@ -1073,6 +1084,9 @@ public actor DownloadSession {
                 return placed
             }) {
             case .done(let placed): return placed
+            // Another process writing it may have changed its bytes: the version is forgotten, so a
+            // retry trusts none of them (kept as the file is: a retry that found it complete by its
+            // length alone could place another's bytes).
             case .busy: return .failure(.partFileChanged(source, "another program is writing it"))
             case .foreign: return .failure(.partFileChanged(source, "another haul queue keeps it as its own"))
             case .unopened: return place()
@@ -1263,10 +1277,13 @@ public actor DownloadSession {
             if let failure { configuration.logger.error("journal commit failed", metadata: ["error": "\(failure.description)"]) }
         }
         let next = ledger.commitEnded(commit, failure: failure, now: .now)
-        if ledger.failure == nil, !placementsAwaitingCommit.isEmpty {
-            // Saved at last: the completed rows held back are placed now.
+        if ledger.failure == nil, !placementsAwaitingCommit.isEmpty, !isShutDown {
+            // Saved at last: the completed rows held back are placed now. (Not while shutting
+            // down: the rows are saved, and the next start places their files.)
             let held = placementsAwaitingCommit.sorted { $0.rawValue < $1.rawValue }
             placementsAwaitingCommit = []
+            placementRetry?.cancel()
+            placementRetry = nil
             Task { await self.perform(held.map { .finalize($0) }) }
         }
         if var shown = snapshot {
@@ -1307,6 +1324,28 @@ public actor DownloadSession {
             delayMilliseconds *= 2
         }
         return failure
+    }
+
+    /// Starts the commits that retry while placements wait for one (`placementRetry`).
+    private func retryPlacementsLater() {
+        guard placementRetry == nil, !isShutDown else { return }
+        placementRetry = Task { [weak self] in
+            while !Task.isCancelled {
+                try? await Task.sleep(for: .seconds(2))
+                guard !Task.isCancelled, let self, await self.retryPlacements() else { return }
+            }
+        }
+    }
+
+    /// One retry: a commit of what waits (the rows a failed commit left to write); false when
+    /// nothing waits any more.
+    private func retryPlacements() async -> Bool {
+        guard !placementsAwaitingCommit.isEmpty, !isShutDown else {
+            placementRetry = nil
+            return false
+        }
+        await settled(publish(showing: false))
+        return !placementsAwaitingCommit.isEmpty
     }
 
     private func showTrailing() {

@@ -28,12 +28,17 @@ final class PartFile {
         /// Another process holds the part file's lock (`lock`): it is writing the file now.
         var isBusy: Bool { operation == Self.lockOperation && code == EWOULDBLOCK }
         static let lockOperation = "lock"
-        /// The file holds bytes another haul queue marked as its own (`PartFileOwner`).
+        /// The file holds bytes another download marked as its own (`PartFileOwner`), or, for a
+        /// download that takes no unmarked file, bytes without a mark (`isUnmarked`).
         var isForeign: Bool { operation == Self.ownerOperation }
+        /// A foreign file without a mark (`code` says which).
+        var isUnmarked: Bool { isForeign && code == Self.unmarked }
         static let ownerOperation = "owner"
+        static let unmarked: Int32 = 1
 
         var description: String {
             if isBusy { return "another program is writing \(TerminalText.sanitize(path)) (another haul queue?); waiting for it" }
+            if isUnmarked { return "\(TerminalText.sanitize(path)) holds bytes this download did not write (left alone)" }
             if isForeign { return "\(TerminalText.sanitize(path)) is another download's part file (left alone)" }
             if isOutOfSpace { return "\(spaceWords) (\(String(cString: strerror(code))))" }
             if isTooLarge { return "file too large for its file system (\(String(cString: strerror(code)))); paused" }
@@ -56,7 +61,7 @@ final class PartFile {
     /// each wrote the other's file, and one moved the other's bytes into place as its own. A file
     /// with bytes that another download marked (of this queue or another) is not written
     /// (`isForeign`): they are that download's.
-    init(path: String, owner: String? = nil) throws(Failure) {
+    init(path: String, owner: String? = nil, adoptsUnmarked: Bool = true) throws(Failure) {
         self.path = path
         var fd: Int32 = -1
         // The name must still lead to the file locked: one another process moved away (into
@@ -79,17 +84,19 @@ final class PartFile {
             Self.closeDescriptor(fd)
             throw Failure(operation: "stat", path: path, code: code)
         }
-        if let owner {
-            // A new (empty) file is marked at once; one with bytes is looked at first.
-            if info.st_size > 0, let other = PartFileOwner.mark(fd: fd, path: path) {
-                guard other == owner else {
-                    Self.closeDescriptor(fd)
-                    throw Failure(operation: Failure.ownerOperation, path: path, code: 0)
-                }
-            } else {
-                PartFileOwner.set(fd, to: owner)
-            }
+        // A new (empty) file is marked at once; one with bytes is looked at first: another
+        // download's is refused, and one without a mark too unless `adoptsUnmarked` (the download's
+        // row has bytes of its own: `TransferOrder.hasBytes`).
+        let mark = info.st_size > 0 ? PartFileOwner.mark(fd: fd, path: path) : nil
+        if info.st_size > 0, let mark, let owner, mark != owner {
+            Self.closeDescriptor(fd)
+            throw Failure(operation: Failure.ownerOperation, path: path, code: 0)
         }
+        if info.st_size > 0, mark == nil, !adoptsUnmarked {
+            Self.closeDescriptor(fd)
+            throw Failure(operation: Failure.ownerOperation, path: path, code: Failure.unmarked)
+        }
+        if let owner, mark == nil { PartFileOwner.set(fd, to: owner) }
         descriptor = fd
         length = Int64(info.st_size)
     }

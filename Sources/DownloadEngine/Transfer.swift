@@ -189,6 +189,7 @@ struct Transfer: Sendable {
         attempt.knownType = basis.contentType
         attempt.startLength = startLength
         attempt.owner = owner
+        attempt.hasBytes = order.hasBytes
         defer { attempt.file?.close() }
         let outcome: Outcome
         do {
@@ -224,6 +225,8 @@ struct Transfer: Sendable {
         var file: PartFile?
         /// The download's mark on the file (`PartFileOwner`).
         var owner: String?
+        /// Whether the download's row has bytes of its own: only then is an unmarked file its own.
+        var hasBytes = true
         var startLength: Int64 = 0
         /// Whether the bytes found were discarded (a restart from zero).
         var restarted = false
@@ -246,7 +249,7 @@ struct Transfer: Sendable {
 
         mutating func open() throws(PartFile.Failure) -> PartFile {
             if let file { return file }
-            let opened = try PartFile(path: path, owner: owner)
+            let opened = try PartFile(path: path, owner: owner, adoptsUnmarked: hasBytes)
             file = opened
             return opened
         }
@@ -298,7 +301,7 @@ struct Transfer: Sendable {
         // then, and the next attempt starts a file of its own).
         if failure.isBusy { return .retryable(reason: failure.description, retryAfter: nil, progressed: false) }
         // Another download's bytes (found when the file was opened, or replaced): a name of its own.
-        if failure.isForeign { return .partFileTaken(path: failure.path, marked: true) }
+        if failure.isForeign { return .partFileTaken(path: failure.path, marked: !failure.isUnmarked) }
         if failure.isOutOfSpace {
             return .noSpace(.writeFailed(failure.spaceWords), reading: DiskWatch.reading(near: failure.path, floor: floor))
         }

@@ -70,6 +70,27 @@ import Darwin
         writer.close()
     }
 
+    /// An attempt of a download whose row has no bytes of its own does not open an unmarked file
+    /// with bytes for writing (one may appear after the attempt first looked); one whose row has
+    /// bytes does, and marks it.
+    @Test func anUnmarkedFileIsOpenedOnlyByADownloadWithBytesOfItsOwn() throws {
+        let directory = try TemporaryDirectory("partowner")
+        let path = directory.path("f.bin.part")
+        #expect(FileManager.default.createFile(atPath: path, contents: Data(repeating: 1, count: 10)))
+        do {
+            _ = try PartFile(path: path, owner: "queue-b/2", adoptsUnmarked: false)
+            Issue.record("a download without bytes of its own opened an unmarked file")
+        } catch {
+            #expect(error.isUnmarked)
+            #expect(error.description == "\(path) holds bytes this download did not write (left alone)")
+        }
+        #expect(PartFileOwner.mark(path: path) == nil)
+        let writer = try PartFile(path: path, owner: "queue-b/2", adoptsUnmarked: true)
+        #expect(writer.length == 10)
+        #expect(PartFileOwner.mark(path: path) == "queue-b/2")
+        writer.close()
+    }
+
     @Test func anotherQueuesPartFileIsNotRemovedCutOrReplaced() throws {
         let (path, directory) = try paused(by: "queue-a", 4096)
         #expect(!FileSync.removePart(path, owner: "queue-b"))

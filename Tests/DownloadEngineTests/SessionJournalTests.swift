@@ -215,9 +215,9 @@ import TestSupport
             #expect(await session.snapshot()[id]?.state == .downloading, "shown finishing, not completed")
             #expect(await session.snapshot().unsaved != nil)
 
-            // Space is back: the next commit saves the row, and the file is placed.
+            // Space is back: the retried commit (nothing else asks for one) saves the row, and the
+            // file is placed.
             journal.full.withLock { $0 = false }
-            try await session.setMaxActive(2)
             let done = try await waitFor(session, id) { $0.completedPath != nil }
             #expect(done.completedPath == target)
             #expect(sha256(ofFile: target) == bench.server.sha256("/p.bin"))
@@ -519,6 +519,29 @@ import TestSupport
     /// The part file a completed row names is not the file its transfer wrote and synced (another
     /// program replaced it, with as many bytes): nothing of it is placed or reported as the
     /// download's; it fails saying why, and a retry fetches the file again.
+    /// A queued download that never ran, restored after a reboot, beside a person's `NAME.part`:
+    /// the restore neither takes on its length nor cuts it (before, it cut it to nothing, as
+    /// bytes a reboot may have spoiled), and the download fetches into a name of its own. From a
+    /// read-only review.
+    @Test func aRestoredDownloadThatNeverRanLeavesAPersonsPartFileAlone() async throws {
+        try await Bench.with { bench in
+            bench.server.serve("/doc.pdf", size: 50_000)
+            let target = bench.path("doc.pdf")
+            let notes = Data("my own notes\n".utf8)
+            #expect(FileManager.default.createFile(atPath: target + ".part", contents: notes))
+            let row = Download(id: DownloadID(1), url: bench.server.url("/doc.pdf"), destination: .file(target), partPath: target + ".part")
+            try bench.seed(row, boot: "a-boot-before-the-power-went")
+
+            let session = bench.session()
+            await session.restore(try bench.database.loadQueue(), startPending: true)
+            let done = try await waitFor(session, row.id) { $0.state.isFinished }
+            #expect(done.state == .completed)
+            #expect(sha256(ofFile: target) == bench.server.sha256("/doc.pdf"))
+            #expect(FileManager.default.contents(atPath: target + ".part") == notes, "the person's file is untouched")
+            await session.shutdown()
+        }
+    }
+
     /// After a crash between a finished file's move and the commit that named it, another queue
     /// made a part file of the same name, with as many bytes and the same modification time:
     /// it is never placed as this download's (nor unmarked); the file this queue placed is found
