@@ -47,7 +47,7 @@ public final class ControlServer: Sendable {
     let limits: Limits
     private let serverChannel: any Channel
     private let state = Mutex(State())
-    private let acceptLoop = Mutex<Task<Void, Never>?>(nil)
+    private let connections: Connections
 
     /// Listens on `socketPath`, replacing a stale socket there; the caller holds the queue's lock,
     /// so no other server can own it.
@@ -69,9 +69,14 @@ public final class ControlServer: Sendable {
             unlink(socketPath)
             throw Failure(description: "cannot listen on \(socketPath): \(ListeningSocket.reason(copyError))")
         }
-        let channel: NIOAsyncChannel<Accepted, Never>
+        // Each connection is handed to a task of its own as it is accepted. (Through the async
+        // `bind`, an accepted connection waited in the listening channel's stream: one the stream
+        // dropped, as the server closed, trapped in NIO (`Deinited NIOAsyncWriter without calling
+        // finish()`, swift-nio#2813), and a loaded CI run crashed so.)
+        let connections = Connections()
+        let channel: any Channel
         do {
-            channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton).bind(socket) { channel in
+            channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton).childChannelInitializer { channel in
                 PeerCredentials.of(channel).map(Optional.some).recover { _ in nil }.flatMapThrowing { peer in
                     let refusal: (HTTPResponseStatus, String)?
                     if let peer, peer.uid == getuid() {
@@ -83,38 +88,26 @@ public final class ControlServer: Sendable {
                     try channel.pipeline.syncOperations.configureHTTPServerPipeline(withPipeliningAssistance: false, withErrorHandling: false)
                     let writability = Writability()
                     try channel.pipeline.syncOperations.addHandler(RequestGate(limits: limits, refusal: refusal, writability: writability))
-                    return (try Connection(wrappingChannelSynchronously: channel), writability)
+                    connections.start((try Connection(wrappingChannelSynchronously: channel), writability))
                 }
-            }
+            }.withBoundSocket(socket).get()
         } catch {
             unlink(socketPath)
             throw Failure(description: "cannot listen on \(socketPath): \(ListeningSocket.reason(of: error))")
         }
-        let server = ControlServer(socketPath: socketPath, queue: queue, logger: logger, limits: limits, channel: channel.channel)
-        server.run(channel)
+        let server = ControlServer(socketPath: socketPath, queue: queue, logger: logger, limits: limits, channel: channel, connections: connections)
+        connections.serve { accepted in await server.serve(accepted.connection, accepted.writability) }
         logger.info("control socket listening", metadata: ["path": "\(socketPath)"])
         return server
     }
 
-    private init(socketPath: String, queue: any QueueControl, logger: Logger, limits: Limits, channel: any Channel) {
+    private init(socketPath: String, queue: any QueueControl, logger: Logger, limits: Limits, channel: any Channel, connections: Connections) {
         self.socketPath = socketPath
         self.queue = queue
         self.logger = logger
         self.limits = limits
         serverChannel = channel
-    }
-
-    private func run(_ channel: NIOAsyncChannel<Accepted, Never>) {
-        let task = Task<Void, Never> {
-            try? await withThrowingDiscardingTaskGroup { group in
-                try await channel.executeThenClose { inbound in
-                    for try await connection in inbound {
-                        group.addTask { await self.serve(connection.connection, connection.writability) }
-                    }
-                }
-            }
-        }
-        acceptLoop.withLock { $0 = task }
+        self.connections = connections
     }
 
     /// Stops listening, removes the socket file, ends every event stream with its last chunk and
@@ -130,14 +123,13 @@ public final class ControlServer: Sendable {
         // A connection between requests is closed now; an event stream's end is written first.
         let streaming = state.withLock { Set($0.streams.keys) }
         for (key, channel) in channels where !streaming.contains(key) { try? await channel.close() }
-        let task = acceptLoop.withLock { $0 }
         // A client that stopped reading cannot take its stream's end: it is closed after a grace.
         let closer = Task {
             try? await Task.sleep(for: .seconds(1))
             let open = self.state.withLock { Array($0.channels.values) }
             for channel in open { try? await channel.close() }
         }
-        await task?.value
+        await connections.ended()
         closer.cancel()
     }
 
@@ -163,7 +155,9 @@ public final class ControlServer: Sendable {
         }
         defer { _ = state.withLock { $0.channels.removeValue(forKey: key) } }
         guard !stopping else {
-            try? await channel.close()
+            // Through `executeThenClose`, which finishes the connection's writer: one dropped
+            // unfinished traps in NIO.
+            try? await connection.executeThenClose { _, _ in }
             return
         }
         do {
@@ -286,5 +280,61 @@ public final class ControlServer: Sendable {
         } catch {
             logger.debug("control socket: event stream ended", metadata: ["error": "\(error)"])
         }
+    }
+}
+
+/// The connections the listening socket accepts, each served in a task of its own from the
+/// moment it is accepted (`start`, on its event loop); those accepted before the server is ready
+/// (`serve`) wait for it. `ended` returns once every one started has ended.
+final class Connections: Sendable {
+    typealias Accepted = ControlServer.Accepted
+
+    private struct State {
+        var server: (@Sendable (Accepted) async -> Void)?
+        var waiting: [Accepted] = []
+        var running: [UInt64: Task<Void, Never>] = [:]
+        var next: UInt64 = 0
+    }
+
+    private let state = Mutex(State())
+
+    /// A connection was accepted: served at once, or once the server is ready.
+    func start(_ accepted: Accepted) {
+        state.withLock { state in
+            guard let server = state.server else {
+                state.waiting.append(accepted)
+                return
+            }
+            launch(accepted, server, &state)
+        }
+    }
+
+    /// The server is ready: every connection from now on, and those waiting, go to `server`.
+    func serve(_ server: @escaping @Sendable (Accepted) async -> Void) {
+        state.withLock { state in
+            state.server = server
+            for accepted in state.waiting { launch(accepted, server, &state) }
+            state.waiting = []
+        }
+    }
+
+    /// Returns once every connection started has ended (those started meanwhile too).
+    func ended() async {
+        while let task = state.withLock({ $0.running.values.first }) {
+            await task.value
+        }
+    }
+
+    private func launch(_ accepted: Accepted, _ server: @escaping @Sendable (Accepted) async -> Void, _ state: inout State) {
+        let id = state.next
+        state.next += 1
+        state.running[id] = Task {
+            await server(accepted)
+            self.finished(id)
+        }
+    }
+
+    private func finished(_ id: UInt64) {
+        _ = state.withLock { $0.running.removeValue(forKey: id) }
     }
 }

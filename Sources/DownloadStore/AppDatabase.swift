@@ -285,7 +285,8 @@ public struct AppDatabase: QueueJournal, Sendable {
         } catch let unreadable as UnreadableState {
             throw Failure(description: "download \(unreadable.id) in the queue database cannot be read (its state '\(unreadable.stored)' is none this haul knows)")
         } catch {
-            throw Failure(description: "cannot read the queue: \(Self.describe(error))")
+            let code = (error as? DatabaseError)?.resultCode
+            throw Failure(description: "cannot read the queue: \(Self.describe(error))", diskFault: code == .SQLITE_FULL || code == .SQLITE_IOERR)
         }
     }
 

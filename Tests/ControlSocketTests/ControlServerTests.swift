@@ -35,6 +35,24 @@ import TestSupport
         #expect(FileManager.default.contents(atPath: path) == Data("mine".utf8))
     }
 
+    /// Connections that arrive while the server stops are closed, never dropped unfinished: a
+    /// loaded CI run crashed the whole process so (`Deinited NIOAsyncWriter without calling
+    /// finish()`, swift-nio#2813: an accepted connection left in the listening channel's stream).
+    @Test func connectionsArrivingAsTheServerStopsAreClosedCleanly() async throws {
+        let scratch = try TemporaryDirectory("haul-control")
+        defer { withExtendedLifetime(scratch) {} }
+        let path = scratch.path + "/haul.sock"
+        try await ControlHarness.withQueue { queue in
+            for _ in 0..<20 {
+                let server = try await ControlServer.start(socketPath: path, queue: queue, logger: Logger(label: "test"))
+                let clients = (0..<16).compactMap { _ in try? RawClient(path) }
+                await server.shutdown()
+                #expect(!FileManager.default.fileExists(atPath: path))
+                withExtendedLifetime(clients) {}
+            }
+        }
+    }
+
     /// The listening socket is held by one descriptor while the server runs (NIO's copy; the one
     /// bound is closed at once, never a second time later) and by none after it stops.
     @Test func theListeningSocketIsHeldByOneDescriptorAndNoneAfterTheServer() async throws {

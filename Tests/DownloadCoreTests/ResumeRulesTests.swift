@@ -98,6 +98,41 @@ import Testing
         #expect(decide(.resume(from: 40, ifRange: "old"), newDate, validators: dateOnly) == .write(offset: 0, total: 100, disposition: .restarted(reason: "resource changed")))
     }
 
+    /// A 206 to a resume by date (the stored tag weak) that brings another tag, or another date,
+    /// is another version: never appended. Found by a tester with Apache: a file replaced within
+    /// the same second as the first answer kept its date, so the 206 came, with the new file's
+    /// tag; haul appended it and reported a file of both complete.
+    @Test func a206OfAnotherVersionIsNeverAppendedWhateverTheIfRangeWas() {
+        let date = "Fri, 27 Nov 2026 20:50:22 GMT"
+        let weak = Validators(etag: "W/\"1e8480-6614cc0cb6be5\"", lastModified: date)
+        let plan = RequestPlan.resume(from: 40, ifRange: date)
+        func answer(etag: String?, lastModified: String? = nil) -> ResponseDecision {
+            decide(plan, ResponseFacts(status: 206, contentLength: 60, contentRange: "bytes 40-99/100", etag: etag, lastModified: lastModified ?? date), validators: weak)
+        }
+        #expect(answer(etag: "\"1e8480-6614cc0d29960\"") == .refetch(reason: "resource changed (ETag)"))
+        #expect(answer(etag: "W/\"1e8480-6614cc0d29960\"") == .refetch(reason: "resource changed (ETag)"))
+        #expect(answer(etag: nil, lastModified: "Fri, 27 Nov 2026 20:50:23 GMT") == .refetch(reason: "resource changed (Last-Modified)"))
+        // The same version: its tag strong now, or still weak.
+        #expect(answer(etag: "\"1e8480-6614cc0cb6be5\"") == .write(offset: 40, total: 100, disposition: .resumed(from: 40, verified: true)))
+        #expect(answer(etag: "W/\"1e8480-6614cc0cb6be5\"") == .write(offset: 40, total: 100, disposition: .resumed(from: 40, verified: true)))
+        // A stored strong tag must come back exactly.
+        #expect(decide(.resume(from: 40, ifRange: "\"abc\""), ResponseFacts(status: 206, contentLength: 60, contentRange: "bytes 40-99/100", etag: "W/\"abc\"")) == .refetch(reason: "resource changed (ETag)"))
+        // The parts of a segmented download obey the same rule.
+        #expect(ResumeRules.decidePart(from: 40, response: ResponseFacts(status: 206, contentLength: 60, contentRange: "bytes 40-99/100", etag: "\"other\"", lastModified: date), total: 100, validators: weak)
+            == .restart(reason: "resource changed (ETag)", freshBody: false))
+    }
+
+    /// A 206 whose body is not the length its Content-Range says starts elsewhere than it claims:
+    /// never written at the offset asked for. Found by a tester (a body 500 bytes longer).
+    @Test func a206WhoseBodyIsNotItsRangeIsNeverAppended() {
+        let response = ResponseFacts(status: 206, contentLength: 560, contentRange: "bytes 40-99/100", etag: "\"abc\"")
+        #expect(decide(.resume(from: 40, ifRange: "\"abc\""), response) == .refetch(reason: "206 whose body (560 bytes) is not its Content-Range (60 bytes)"))
+        #expect(ResumeRules.decidePart(from: 40, response: response, total: 100, validators: strong) == .restart(reason: "206 whose body (560 bytes) is not its Content-Range (60 bytes)", freshBody: false))
+        // Without a length (chunked), the range alone says where the body goes.
+        let chunked = ResponseFacts(status: 206, contentRange: "bytes 40-99/100", etag: "\"abc\"")
+        #expect(decide(.resume(from: 40, ifRange: "\"abc\""), chunked) == .write(offset: 40, total: 100, disposition: .resumed(from: 40, verified: true)))
+    }
+
     /// Apache: a file asked for within a second of its change gets a weak tag, so the resume
     /// carries the date, which Apache answers with the whole file until the file is a minute old
     /// (the tag strong by then). The row says so, not that the file changed.
