@@ -12,7 +12,9 @@ import Synchronization
 /// The first signal shuts the session down (transfers stop, part files are fsync'd, rows are
 /// committed as paused) and the command exits once that is done. Should that take too long (a huge
 /// amount of unsynced data), a watchdog leaves anyway at 1.8 s: the bytes `write` accepted are in
-/// the page cache and the next start resumes from them. A second signal leaves at once.
+/// the page cache and the next start resumes from them. A second signal leaves at once, unless
+/// it came with the first (within half a second: two sent together, which skipped the pause and
+/// the checkpoint, found by a tester); a person's second Ctrl-C comes later.
 final class Interruption: Sendable {
     static let signals: [Int32] = [SIGINT, SIGTERM, SIGHUP]
     private let state = Received()
@@ -21,8 +23,12 @@ final class Interruption: Sendable {
     private let sources: Mutex<[any DispatchSourceSignal]>
 
     private final class Received: Sendable {
-        let signal = Mutex<Int32?>(nil)
+        /// The first signal and when it came.
+        let first = Mutex<(signal: Int32, at: ContinuousClock.Instant)?>(nil)
     }
+
+    /// A second signal sooner than this after the first came with it: ignored.
+    static let together: Duration = .milliseconds(500)
 
     /// `beforeForcedExit` runs right before a watchdog or a second signal leaves without the normal
     /// path (the terminal UI puts the terminal back there).
@@ -56,15 +62,17 @@ final class Interruption: Sendable {
 
     /// The signal that interrupted the run, if any.
     var received: Int32? {
-        state.signal.withLock { $0 }
+        state.first.withLock { $0?.signal }
     }
 
     private static func handle(_ number: Int32, state: Received, session: DownloadSession, beforeForcedExit: @escaping @Sendable () -> Void) {
-        let first = state.signal.withLock { received in
-            defer { if received == nil { received = number } }
-            return received == nil
+        let now = ContinuousClock.now
+        let earlier = state.first.withLock { received in
+            defer { if received == nil { received = (number, now) } }
+            return received?.at
         }
-        guard first else {
+        if let earlier {
+            guard now - earlier >= together else { return }
             beforeForcedExit()
             _exit(128 + number)
         }
