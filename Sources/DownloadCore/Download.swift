@@ -336,8 +336,6 @@ public struct Download: Sendable, Hashable, Identifiable, Codable, CustomReflect
         return min(1, Double(bytesOnDisk) / Double(totalBytes))
     }
 
-    /// Forgets what described the version whose bytes were on disk (validators, type, length, parts,
-    /// how it was last resumed): nothing stored may make an emptied part file look like a resumable one.
     /// Whether the row says the download has bytes of its own on disk (a checkpoint, validators,
     /// a length or parts): a part file without a queue's mark is then its own, as before marks
     /// were kept. One that says none takes no file it finds for its own (`TransferOrder.hasBytes`).
@@ -345,6 +343,8 @@ public struct Download: Sendable, Hashable, Identifiable, Codable, CustomReflect
         bytesOnDisk > 0 || etag != nil || lastModified != nil || totalBytes != nil || !segments.isEmpty
     }
 
+    /// Forgets what described the version whose bytes were on disk (validators, type, length, parts,
+    /// how it was last resumed): nothing stored may make an emptied part file look like a resumable one.
     mutating func forgetVersion() {
         forgetResume()
         segments = []

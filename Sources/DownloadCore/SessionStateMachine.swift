@@ -163,8 +163,8 @@ public struct SessionStateMachine: Sendable {
     private var orderChanges = 0
     /// The attempt transferring each `downloading` download.
     private var running: [DownloadID: AttemptID] = [:]
-    /// Part files found to be other queues' (`partFileTaken`): no download of this queue is given
-    /// one of these names again while the machine lives.
+    /// Part files found to be other downloads' or nobody's (`partFileTaken`): no download of this
+    /// queue is moved to one of these names while the machine lives.
     private var foreignParts: Set<String> = []
     /// Running attempts that wrote every byte and are syncing their file (`transferWritten`): they
     /// hold no slot. Always some of `running`'s (`stopRunning`).
@@ -1498,37 +1498,32 @@ public struct SessionStateMachine: Sendable {
         case .file(let path):
             return Self.partPath(ofFile: path)
         case .directory(let directory):
-            let name = FileNaming.name(for: url)
-            var attempt = 0
-            while true {
-                let candidate = Self.join(directory, FileNaming.partName(for: FileNaming.candidate(name, attempt: attempt)))
-                if downloads.partClaims(candidate) == 0 { return candidate }
-                attempt += 1
-            }
+            return freePartPath(in: directory, for: FileNaming.name(for: url))
         }
     }
 
-    /// A part file name for `download` that no download of the queue claims and that is not
-    /// another queue's (`foreignParts`): `NAME.part`, `NAME.1.part`, `NAME.2.part` … beside the
-    /// file it will become.
-    private func partPathAvoidingForeign(_ download: Download) -> String {
-        let directory: String
-        let name: String
-        switch download.destination {
-        case .file(let path):
-            let slash = path.lastIndex(of: "/")
-            directory = slash.map { $0 == path.startIndex ? "/" : String(path[..<$0]) } ?? ""
-            name = slash.map { String(path[path.index(after: $0)...]) } ?? path
-        case .directory(let path):
-            directory = path
-            name = FileNaming.name(for: download.url)
-        }
+    /// The first of `NAME.part`, `NAME.1.part`, `NAME.2.part` … in `directory` (empty: a bare name)
+    /// that no download of the queue owns and that is not in `avoiding`.
+    private func freePartPath(in directory: String, for name: String, avoiding: Set<String> = []) -> String {
         var attempt = 0
         while true {
             let partName = FileNaming.partName(for: FileNaming.candidate(name, attempt: attempt))
             let candidate = directory.isEmpty ? partName : Self.join(directory, partName)
-            if !foreignParts.contains(candidate), candidate == download.partPath || downloads.partClaims(candidate) == 0 { return candidate }
+            if downloads.partClaims(candidate) == 0, !avoiding.contains(candidate) { return candidate }
             attempt += 1
+        }
+    }
+
+    /// A part file name for `download` that no download of the queue claims and that is not one
+    /// found taken (`foreignParts`), beside the file it will become (`freePartPath`).
+    private func partPathAvoidingForeign(_ download: Download) -> String {
+        switch download.destination {
+        case .file(let path):
+            guard let slash = path.lastIndex(of: "/") else { return freePartPath(in: "", for: path, avoiding: foreignParts) }
+            let directory = slash == path.startIndex ? "/" : String(path[..<slash])
+            return freePartPath(in: directory, for: String(path[path.index(after: slash)...]), avoiding: foreignParts)
+        case .directory(let directory):
+            return freePartPath(in: directory, for: FileNaming.name(for: download.url), avoiding: foreignParts)
         }
     }
 

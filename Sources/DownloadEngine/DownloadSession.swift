@@ -53,10 +53,10 @@ public actor DownloadSession {
         /// The programs run when a download completes or fails, and their time limit.
         public var hooks = HookSettings()
         public var logger: Logger = Logger(label: "haul.engine", factory: { _ in SwiftLogNoOpLogHandler() })
-        /// The queue's id (kept in its database): the part files it writes are marked with it, and
-        /// it never resumes from, replaces, cuts or removes one another queue marked
-        /// (`PartFileOwner`). Nil: no marks (the part files of two queues are told apart by their
-        /// locks only while written).
+        /// The queue's id (kept in its database): with a download's id, it marks the part files the
+        /// download writes, and no download resumes from, replaces, cuts or removes one another
+        /// marked (`PartFileOwner`). Nil: no marks (the part files of two queues are told apart by
+        /// their locks only while written).
         public var queueID: String?
 
         public init() {}
@@ -512,10 +512,9 @@ public actor DownloadSession {
                 // restore took on its length and the next attempt restarted over it; after a
                 // reboot, it was cut to nothing here).
                 let owner = PartFileOwner.mark(queue: queue, download: download.id)
-                if let length = partLength, length > 0, download.state != .cancelled {
-                    let mark = PartFileOwner.mark(path: download.partPath)
-                    let theirs = if let mark, let owner { mark != owner } else { !download.hasBytesOfItsOwn }
-                    if theirs { partLength = nil }
+                if let length = partLength, length > 0, download.state != .cancelled,
+                   PartFileOwner.holder(of: PartFileOwner.mark(path: download.partPath), owner: owner, hasBytes: download.hasBytesOfItsOwn) != .own {
+                    partLength = nil
                 }
                 var destinationLength: Int64?
                 if case .file(let path) = download.destination { destinationLength = FileSync.length(path) }
@@ -603,10 +602,10 @@ public actor DownloadSession {
                 let logger = configuration.logger
                 let owner = PartFileOwner.mark(queue: configuration.queueID, download: id)
                 waits.append(enqueueFileWork(on: path) {
-                    // Left where another program writes it, or another queue marked it (a file of the
-                    // same name).
+                    // Left where another program writes it, or another download marked it (a file of
+                    // the same name).
                     if await !FileSync.run({ FileSync.removePart(path, owner: owner) }) {
-                        logger.notice("part file left", metadata: ["path": "\(path)", "why": "another program is writing it, another haul queue keeps it, or it cannot be removed"])
+                        logger.notice("part file left", metadata: ["path": "\(path)", "why": "another program is writing it, another download marked it, or it cannot be removed"])
                     }
                 })
             case .finalize(let id):
@@ -1088,7 +1087,7 @@ public actor DownloadSession {
             // retry trusts none of them (kept as the file is: a retry that found it complete by its
             // length alone could place another's bytes).
             case .busy: return .failure(.partFileChanged(source, "another program is writing it"))
-            case .foreign: return .failure(.partFileChanged(source, "another haul queue keeps it as its own"))
+            case .foreign: return .failure(.partFileChanged(source, "another download marked it as its own"))
             case .unopened: return place()
             }
         }

@@ -64,6 +64,7 @@ final class PartFile {
     init(path: String, owner: String? = nil, adoptsUnmarked: Bool = true) throws(Failure) {
         self.path = path
         var fd: Int32 = -1
+        var info = stat()
         // The name must still lead to the file locked: one another process moved away (into
         // place) between the open and the lock is not this part file any more; open the name again.
         for _ in 0..<3 {
@@ -73,28 +74,26 @@ final class PartFile {
                 Self.closeDescriptor(fd)
                 throw failure
             }
-            if Self.isNamed(fd, path) { break }
+            guard fstat(fd, &info) == 0 else {
+                let code = errno
+                Self.closeDescriptor(fd)
+                throw Failure(operation: "stat", path: path, code: code)
+            }
+            var named = stat()
+            if stat(path, &named) == 0, named.st_dev == info.st_dev, named.st_ino == info.st_ino { break }
             Self.closeDescriptor(fd)
             fd = -1
         }
         guard fd >= 0 else { throw Failure(operation: Failure.lockOperation, path: path, code: EWOULDBLOCK) }
-        var info = stat()
-        guard fstat(fd, &info) == 0 else {
-            let code = errno
-            Self.closeDescriptor(fd)
-            throw Failure(operation: "stat", path: path, code: code)
-        }
-        // A new (empty) file is marked at once; one with bytes is looked at first: another
-        // download's is refused, and one without a mark too unless `adoptsUnmarked` (the download's
-        // row has bytes of its own: `TransferOrder.hasBytes`).
+        // A new (empty) file is marked at once; one with bytes is written only when it is this
+        // download's (`PartFileOwner.holder`; `adoptsUnmarked`: its row has bytes of its own).
         let mark = info.st_size > 0 ? PartFileOwner.mark(fd: fd, path: path) : nil
-        if info.st_size > 0, let mark, let owner, mark != owner {
-            Self.closeDescriptor(fd)
-            throw Failure(operation: Failure.ownerOperation, path: path, code: 0)
-        }
-        if info.st_size > 0, mark == nil, !adoptsUnmarked {
-            Self.closeDescriptor(fd)
-            throw Failure(operation: Failure.ownerOperation, path: path, code: Failure.unmarked)
+        if info.st_size > 0 {
+            let holder = PartFileOwner.holder(of: mark, owner: owner, hasBytes: adoptsUnmarked)
+            guard holder == .own else {
+                Self.closeDescriptor(fd)
+                throw Failure(operation: Failure.ownerOperation, path: path, code: holder == .nobody ? Failure.unmarked : 0)
+            }
         }
         if let owner, mark == nil { PartFileOwner.set(fd, to: owner) }
         descriptor = fd
@@ -103,13 +102,6 @@ final class PartFile {
 
     deinit {
         if descriptor >= 0 { Self.closeDescriptor(descriptor) }
-    }
-
-    /// Whether `path` names the open file `fd` (the same device and inode).
-    static func isNamed(_ fd: Int32, _ path: String) -> Bool {
-        var open = stat()
-        var named = stat()
-        return fstat(fd, &open) == 0 && stat(path, &named) == 0 && open.st_dev == named.st_dev && open.st_ino == named.st_ino
     }
 
     /// Takes the exclusive lock of the open file `fd`: the busy failure when another holder keeps

@@ -40,6 +40,25 @@ enum PartFileOwner {
         return String(decoding: buffer.prefix(length), as: UTF8.self)
     }
 
+    /// Whose a part file with bytes is, to the download marking its files `owner` (nil: this
+    /// session marks nothing) whose row has bytes of its own or not (`TransferOrder.hasBytes`), by
+    /// the file's `mark`: the one rule of the attempt's first look (`Transfer.run`), its open
+    /// (`PartFile`) and the restore.
+    enum Holder {
+        /// This download's: written, resumed from, cut as ever.
+        case own
+        /// Another download marked it (of another queue, or of this one).
+        case another
+        /// No mark, and the download has no bytes of its own: not its bytes either.
+        case nobody
+    }
+
+    static func holder(of mark: String?, owner: String?, hasBytes: Bool) -> Holder {
+        if let mark, let owner { return mark == owner ? .own : .another }
+        if hasBytes { return .own }
+        return mark == nil ? .nobody : .another
+    }
+
     /// Whether the file is another download's than `owner`'s (nil: this session marks nothing):
     /// its mark, when it names another.
     static func other(than owner: String?, fd: Int32 = -1, path: String) -> String? {

@@ -171,9 +171,8 @@ struct Transfer: Sendable {
         // download that has none of its own: it did not write them (a person's `NAME.part`, a file
         // haul delivered under that name); before, it restarted over them.
         if startLength > 0 {
-            let mark = PartFileOwner.mark(path: order.partPath)
-            let taken = if let mark, let owner { mark != owner } else { !order.hasBytes }
-            if taken { return Result(outcome: .partFileTaken(path: order.partPath, marked: mark != nil), bytesOnDisk: 0) }
+            let holder = PartFileOwner.holder(of: PartFileOwner.mark(path: order.partPath), owner: owner, hasBytes: order.hasBytes)
+            if holder != .own { return Result(outcome: .partFileTaken(path: order.partPath, marked: holder == .another), bytesOnDisk: 0) }
         }
         progress.bytesOnDisk.store(startLength, ordering: .relaxed)
         guard !Task.isCancelled,
@@ -205,7 +204,7 @@ struct Transfer: Sendable {
             outcome = Task.isCancelled ? .stopped : classify(error, progressed: attempt.grew)
         }
         let ended = Task.isCancelled && outcome != .completed ? .stopped : outcome
-        // Another queue's file holds nothing of this download's.
+        // Another's file holds nothing of this download's.
         let taken = if case .partFileTaken = ended { true } else { false }
         return Result(
             outcome: ended, bytesOnDisk: taken ? 0 : attempt.length, segments: taken ? nil : attempt.board?.segments,

@@ -56,9 +56,7 @@ public struct AppDatabase: QueueJournal, Sendable {
         } catch let failure as Failure {
             throw failure
         } catch {
-            let code = (error as? DatabaseError)?.resultCode
-            let diskFault = code == .SQLITE_FULL || code == .SQLITE_IOERR
-            throw Failure(description: "cannot open the queue database \(path): \(Self.describe(error))", diskFault: diskFault)
+            throw Failure(description: "cannot open the queue database \(path): \(Self.describe(error))", diskFault: Self.isDiskFault(error))
         }
     }
 
@@ -285,8 +283,7 @@ public struct AppDatabase: QueueJournal, Sendable {
         } catch let unreadable as UnreadableState {
             throw Failure(description: "download \(unreadable.id) in the queue database cannot be read (its state '\(unreadable.stored)' is none this haul knows)")
         } catch {
-            let code = (error as? DatabaseError)?.resultCode
-            throw Failure(description: "cannot read the queue: \(Self.describe(error))", diskFault: code == .SQLITE_FULL || code == .SQLITE_IOERR)
+            throw Failure(description: "cannot read the queue: \(Self.describe(error))", diskFault: Self.isDiskFault(error))
         }
     }
 
@@ -340,6 +337,12 @@ public struct AppDatabase: QueueJournal, Sendable {
     }
 
     /// A failed write of the queue in haul's words, by SQLite's result code.
+    /// Whether `error` says the disk holding the queue is full or failing (`Failure.diskFault`).
+    static func isDiskFault(_ error: any Error) -> Bool {
+        let code = (error as? DatabaseError)?.resultCode
+        return code == .SQLITE_FULL || code == .SQLITE_IOERR
+    }
+
     static func describe(_ error: DatabaseError) -> String {
         switch error.resultCode {
         case .SQLITE_FULL: "the disk holding the queue is full"
