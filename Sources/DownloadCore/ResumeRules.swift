@@ -180,6 +180,13 @@ public enum ResumeRules {
                 return .fail(reason: page)
             }
             return .write(offset: 0, total: response.contentLength, disposition: dispositionOf200(plan: plan, response: response, validators: validators))
+        case 204:
+            // No content: the resource is empty (saved as an empty file, as curl does). Answering a
+            // resume, it says nothing of the bytes kept: they stay, and the download fails.
+            if let offset = plan.kept {
+                return .fail(reason: "\(response.statusText) answering a resume after \(Format.bytes(offset)): the bytes are kept")
+            }
+            return .write(offset: 0, total: 0, disposition: dispositionOf200(plan: plan, response: response, validators: validators))
         case 206:
             if case .overlap(let offset, let overlap) = plan {
                 return decideOverlap(from: offset, overlap: overlap, response: response, knownTotal: knownTotal)

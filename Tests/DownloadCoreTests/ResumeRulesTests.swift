@@ -55,6 +55,22 @@ import Testing
         ResumeRules.decide(plan: plan, response: response, knownTotal: total, validators: validators ?? strong)
     }
 
+    @Test func aNoContentAnswerIsAnEmptyFileButNeverTheEndOfBytesKept() {
+        let noContent = ResponseFacts(status: 204, reasonPhrase: "No Content", contentLength: 12, etag: "\"other\"")
+        // From zero: the resource is empty (a Content-Length on a 204 is not a body).
+        #expect(decide(.fresh(discarding: nil), noContent) == .write(offset: 0, total: 0, disposition: .fresh))
+        #expect(decide(.fresh(discarding: "part file longer than the resource"), noContent)
+            == .write(offset: 0, total: 0, disposition: .restarted(reason: "part file longer than the resource")))
+        // Answering a resume, it says nothing of the bytes kept, whatever its validators.
+        #expect(decide(.resume(from: 40, ifRange: "\"abc\""), noContent) == .fail(reason: "HTTP 204 No Content answering a resume after 40 B: the bytes are kept"))
+        #expect(decide(.overlap(from: 40, overlap: 40), noContent, validators: Validators()) == .fail(reason: "HTTP 204 No Content answering a resume after 40 B: the bytes are kept"))
+        // Nor for a part of a download over several connections.
+        guard case .fail = ResumeRules.decidePart(from: 50, response: noContent, total: 100, validators: strong) else {
+            Issue.record("a part answered by 204 must fail and keep its bytes")
+            return
+        }
+    }
+
     @Test func a206AtTheRightOffsetAppends() {
         let response = ResponseFacts(status: 206, contentLength: 60, contentRange: "bytes 40-99/100", etag: "\"abc\"")
         #expect(decide(.resume(from: 40, ifRange: "\"abc\""), response) == .write(offset: 40, total: 100, disposition: .resumed(from: 40, verified: true)))

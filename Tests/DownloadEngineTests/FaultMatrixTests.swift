@@ -291,6 +291,27 @@ import TestSupport
         }
     }
 
+    /// curl saves an empty file for a `204 No Content`; haul failed it as unexpected.
+    @Test("11: a 204 No Content is an empty file, over http and https", arguments: [false, true])
+    func noContentIsAnEmptyFile(secure: Bool) async throws {
+        let tls = try await TLSFixture()
+        defer { tls.remove() }
+        let server = try await secure ? LoopbackServer.start(tls: tls.files) : LoopbackServer.start()
+        defer { Task { await server.shutdown() } }
+        var faults = Faults()
+        faults.fixedStatus = 204
+        server.serve("/empty.txt", size: 10, faults: faults)
+        try await Harness.with({ $0.caCertificatePath = tls.files.certificatePath }) { h in
+            let target = h.path("empty.txt")
+            let id = try await h.session.schedule(server.url("/empty.txt"), to: .file(target))
+            let done = try await h.waitCompleted(id)
+            #expect(done.totalBytes == 0)
+            let attributes = try FileManager.default.attributesOfItem(atPath: target)
+            #expect((attributes[.size] as? NSNumber)?.intValue == 0)
+            #expect(!FileManager.default.fileExists(atPath: target + ".part"))
+        }
+    }
+
     @Test("11: a 401 names the credentials the server asks for; user:pass@ in the URL is sent as Basic")
     func unauthorizedNamesTheCredentials() async throws {
         try await Harness.with { h in
