@@ -336,6 +336,27 @@ public struct Download: Sendable, Hashable, Identifiable, Codable, CustomReflect
         return min(1, Double(bytesOnDisk) / Double(totalBytes))
     }
 
+    /// The name its file takes in a directory: the server's (`Content-Disposition`), else the URL's.
+    public var fileName: String {
+        serverFileName ?? FileNaming.name(for: url)
+    }
+
+    /// Which of `fileName`, `fileName.1` … a download into a directory tries first: the one its part
+    /// file is named for (the second download of `f.bin` fetches into `f.bin.1.part` and becomes
+    /// `f.bin.1`, whichever ends first), else `fileName` (0).
+    public var firstAttempt: Int {
+        guard case .directory(let directory) = destination, let slash = partPath.lastIndex(of: "/") else { return 0 }
+        let parent = slash == partPath.startIndex ? "/" : String(partPath[..<slash])
+        let trimmed = directory.count > 1 && directory.hasSuffix("/") ? String(directory.dropLast()) : directory
+        guard parent == trimmed else { return 0 }
+        return FileNaming.attempt(ofPartName: String(partPath[partPath.index(after: slash)...]), for: fileName) ?? 0
+    }
+
+    /// The name a download into a directory gets unless that name is taken when it is placed.
+    public var intendedName: String {
+        FileNaming.candidate(fileName, attempt: firstAttempt)
+    }
+
     /// Whether the row says the download has bytes of its own on disk (a checkpoint, validators,
     /// a length or parts): a part file without a queue's mark is then its own, as before marks
     /// were kept. One that says none takes no file it finds for its own (`TransferOrder.hasBytes`).

@@ -85,6 +85,21 @@ public enum FileNaming {
     public static func candidate(_ name: String, attempt: Int) -> String {
         attempt == 0 ? name : "\(name).\(attempt)"
     }
+
+    /// The candidate of `name` whose part file `partName` is: 0 for `NAME.part`, 2 for
+    /// `NAME.2.part`; nil for another name's part file, or a shortened one that is not `NAME`'s.
+    public static func attempt(ofPartName partName: String, for name: String) -> Int? {
+        if partName == Self.partName(for: name) { return 0 }
+        let stem = Array(partName.utf8.dropLast(".part".utf8.count))
+        let prefix = Array(name.utf8) + [UInt8(ascii: ".")]
+        guard partName.utf8.count > ".part".utf8.count, partName.hasSuffix(".part"), stem.starts(with: prefix) else { return nil }
+        let digits = stem.dropFirst(prefix.count)
+        guard (1...6).contains(digits.count), digits.first != UInt8(ascii: "0"),
+              digits.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }),
+              let attempt = Int(String(decoding: digits, as: UTF8.self)),
+              Self.partName(for: candidate(name, attempt: attempt)) == partName else { return nil }
+        return attempt
+    }
 }
 
 /// Making text from servers and users safe for a terminal or a log.

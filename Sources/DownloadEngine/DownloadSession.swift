@@ -1023,7 +1023,8 @@ public actor DownloadSession {
     /// threads, never on the actor: intents and snapshots go on meanwhile.
     private func finalize(_ id: DownloadID) async -> [Action] {
         guard let download = machine.download(id) else { return [] }
-        let name = Self.fileName(download)
+        let name = download.fileName
+        let first = download.firstAttempt
         let replacing = download.replacing
         let replacingStamps = download.replacingStamps.count == replacing.count ? download.replacingStamps : []
         let destinations = [download.destination] + download.extraDestinations
@@ -1064,7 +1065,7 @@ public actor DownloadSession {
                         }
                         extras.append(try FilePlacement.place(source, at: extra, name: name, move: false))
                     }
-                    let primary = try FilePlacement.place(source, at: primaryTarget, name: name, move: true)
+                    let primary = try FilePlacement.place(source, at: primaryTarget, name: name, first: first, move: true)
                     let paths = [primary] + extras
                     // Taken after the move: what a later request compares the files with.
                     return .success((paths, paths.compactMap(FileSync.stamp)))
@@ -1413,13 +1414,9 @@ public actor DownloadSession {
             found.append(StampedFile(path: download.replacing[requester], stamp: stamp))
         }
         let destination = requester == 0 ? download.destination : download.extraDestinations[requester - 1]
-        found += FilePlacement.candidates(at: destination, name: fileName(download)).filter { candidate in !found.contains { $0.path == candidate.path } }
+        let first = requester == 0 ? download.firstAttempt : 0
+        found += FilePlacement.candidates(at: destination, name: download.fileName, first: first).filter { candidate in !found.contains { $0.path == candidate.path } }
         return found
-    }
-
-    /// The name a download's file takes in a directory: the server's, else the URL's.
-    private static func fileName(_ download: Download) -> String {
-        download.serverFileName ?? FileNaming.name(for: download.url)
     }
 
     private static func timeAmount(_ duration: Duration) -> TimeAmount {

@@ -31,10 +31,11 @@ enum FilePlacement {
     /// Places `source` at `destination` and returns the path written.
     ///
     /// `.file` replaces what is there (atomically, by rename); `.directory` never overwrites: it takes
-    /// `name`, else `name.1`, `name.2` …, claiming the name with `link(2)` so that no other process can
-    /// take it between the check and the write. With `move` the source goes away; otherwise the
-    /// requester gets a hard link, or a copy where links are impossible.
-    static func place(_ source: String, at destination: Destination, name: String, move: Bool) throws(Failure) -> String {
+    /// `name`, else `name.1`, `name.2` … (the candidate `first` before them all), claiming the name
+    /// with `link(2)` so that no other process can take it between the check and the write. With
+    /// `move` the source goes away; otherwise the requester gets a hard link, or a copy where links
+    /// are impossible.
+    static func place(_ source: String, at destination: Destination, name: String, first: Int = 0, move: Bool) throws(Failure) -> String {
         switch destination {
         case .file(let path):
             if move {
@@ -57,7 +58,7 @@ enum FilePlacement {
             // fails for another reason than a taken name, the way below (a link, else a copy) is
             // taken and words any error.
             var renames = move
-            for attempt in 0..<10_000 {
+            for attempt in attempts(first: first) {
                 let candidate = join(directory, FileNaming.candidate(name, attempt: attempt))
                 if renames {
                     if DirectoryLock.change(candidate, { haul_rename_noreplace(source, candidate) }) == 0 { return candidate }
@@ -92,12 +93,27 @@ enum FilePlacement {
 
     /// Where a placement at `destination` may have put a file, with the stamps found there: its
     /// exact path, or in its directory the names a placement of `name` tries (`candidates(in:)`).
-    static func candidates(at destination: Destination, name: String) -> [StampedFile] {
+    static func candidates(at destination: Destination, name: String, first: Int = 0) -> [StampedFile] {
         switch destination {
         case .file(let path):
             FileSync.stamp(path).map { [StampedFile(path: path, stamp: $0)] } ?? []
         case .directory(let directory):
-            candidates(in: directory, name: name)
+            candidates(in: directory, name: name, first: first)
+        }
+    }
+
+    /// The candidates of a name in the order a placement tries them: `first`, then from `name` on.
+    private static func attempts(first: Int) -> UnfoldSequence<Int, Int> {
+        // The state -1 stands for `first`; then 0, 1 … without it, up to 10,000 names.
+        sequence(state: -1) { next in
+            if next == -1 {
+                next = 0
+                return first
+            }
+            if next == first { next += 1 }
+            guard next < 10_000 else { return nil }
+            defer { next += 1 }
+            return next
         }
     }
 
@@ -160,18 +176,19 @@ enum FilePlacement {
         }
     }
 
-    /// The files in `directory` under the names a placement of `name` tries in turn (`name`,
-    /// `name.1`, …), with their stamps, up to eight free names in a row: where a file moved there
-    /// is (see `QueueRecovery.plan`), even when a person removed a file it was placed beside.
-    static func candidates(in directory: String, name: String) -> [StampedFile] {
+    /// The files in `directory` under the names a placement of `name` tries in turn (the candidate
+    /// `first`, then `name`, `name.1`, …), with their stamps, up to eight free names in a row after
+    /// `first`: where a file moved there is (see `QueueRecovery.plan`), even when a person removed a
+    /// file it was placed beside.
+    static func candidates(in directory: String, name: String, first: Int = 0) -> [StampedFile] {
         var found: [StampedFile] = []
         var free = 0
-        for attempt in 0..<10_000 {
+        for attempt in attempts(first: first) {
             let path = join(directory, FileNaming.candidate(name, attempt: attempt))
             if let stamp = FileSync.stamp(path) {
                 found.append(StampedFile(path: path, stamp: stamp))
                 free = 0
-            } else {
+            } else if attempt != first {
                 free += 1
                 if free == 8 { break }
             }

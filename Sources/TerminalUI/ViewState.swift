@@ -697,7 +697,7 @@ extension Download {
         if let completedPath { return (completedPath as NSString).lastPathComponent }
         switch destination {
         case .file(let path): return (path as NSString).lastPathComponent
-        case .directory: return serverFileName ?? FileNaming.name(for: url)
+        case .directory: return intendedName
         }
     }
 }

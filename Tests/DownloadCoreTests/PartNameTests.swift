@@ -18,6 +18,36 @@ import Testing
         }
     }
 
+    @Test func thePartFileNameSaysWhichCandidateItIsFor() {
+        #expect(FileNaming.attempt(ofPartName: "f.bin.part", for: "f.bin") == 0)
+        #expect(FileNaming.attempt(ofPartName: "f.bin.1.part", for: "f.bin") == 1)
+        #expect(FileNaming.attempt(ofPartName: "f.bin.12.part", for: "f.bin") == 12)
+        #expect(FileNaming.attempt(ofPartName: "名前.bin.3.part", for: "名前.bin") == 3)
+        for other in ["f.bin.01.part", "f.bin.x.part", "f.bin..part", "f.bin.1", "f.bin.1.partial", "g.bin.1.part", "f.bin.-1.part", "f.bin.1234567.part", ".part"] {
+            #expect(FileNaming.attempt(ofPartName: other, for: "f.bin") == nil, "\(other)")
+        }
+        // A name too long for `.part`: its shortened part file is known as the name's.
+        let long = String(repeating: "n", count: 246) + ".iso"
+        #expect(FileNaming.attempt(ofPartName: FileNaming.partName(for: long), for: long) == 0)
+    }
+
+    @Test func aSecondDownloadOfOneNameIsNamedForItsPartFile() {
+        let url = URL(string: "http://example.com/files/f.bin?2")!
+        var download = Download(id: DownloadID(rawValue: 2), url: url, destination: .directory("/d"), partPath: "/d/f.bin.1.part")
+        #expect(download.firstAttempt == 1)
+        #expect(download.intendedName == "f.bin.1")
+        download.destination = .directory("/d/")
+        #expect(download.intendedName == "f.bin.1", "a directory given with its slash")
+        // A part file elsewhere, an exact destination, or the server's own name: the name itself.
+        download.partPath = "/e/f.bin.1.part"
+        #expect(download.intendedName == "f.bin")
+        download.partPath = "/d/f.bin.1.part"
+        download.serverFileName = "report.pdf"
+        #expect(download.intendedName == "report.pdf")
+        let exact = Download(id: DownloadID(rawValue: 3), url: url, destination: .file("/d/f.bin.1"), partPath: "/d/f.bin.1.part")
+        #expect(exact.firstAttempt == 0)
+    }
+
     @Test func longPartFileNamesAreCutOnACharacterBoundaryAndStayDistinct() {
         let a = String(repeating: "é", count: 126) + ".a"
         let b = String(repeating: "é", count: 126) + ".b"

@@ -202,7 +202,7 @@ import Testing
         #expect(decide(.fresh(discarding: nil), ResponseFacts(status: 408)) == .retry(reason: "HTTP 408", retryAfter: nil))
         #expect(decide(.fresh(discarding: nil), ResponseFacts(status: 404, reasonPhrase: "Not Found")) == .fail(reason: "HTTP 404 Not Found"))
         #expect(decide(.fresh(discarding: nil), ResponseFacts(status: 410)) == .fail(reason: "HTTP 410"))
-        #expect(decide(.fresh(discarding: nil), ResponseFacts(status: 204)) == .fail(reason: "unexpected HTTP 204"))
+        #expect(decide(.fresh(discarding: nil), ResponseFacts(status: 205)) == .fail(reason: "unexpected HTTP 205"))
         #expect(decide(.fresh(discarding: nil), ResponseFacts(status: 206, contentRange: "bytes 0-9/10")) == .fail(reason: "HTTP 206 for a request without Range"))
     }
 

@@ -500,6 +500,31 @@ import TestSupport
         }
     }
 
+    /// Two downloads of one name into one directory are `f.bin` and `f.bin.1` in the order they
+    /// were asked for, as their rows said all along, whichever ends first. The first was named by
+    /// whichever ended first: the second's row said `f.bin` and it became `f.bin`, the first's
+    /// became `f.bin.1`.
+    @Test func downloadsOfOneNameAreNamedInTheOrderAskedWhicheverEndsFirst() async throws {
+        try await Harness.with { h in
+            var held = Faults()
+            held.holdAt = [1_000]
+            h.server.serve("/a/f.bin", size: 300_000, faults: held)
+            h.server.serve("/b/f.bin", size: 2_000)
+            let first = try await h.session.schedule(h.server.url("/a/f.bin"), to: .directory(h.directory))
+            let second = try await h.session.schedule(h.server.url("/b/f.bin"), to: .directory(h.directory))
+            let named = await h.session.snapshot()
+            #expect(named[first]?.intendedName == "f.bin")
+            #expect(named[second]?.intendedName == "f.bin.1")
+            let quick = try await h.waitCompleted(second)
+            h.server.release("/a/f.bin")
+            let slow = try await h.waitCompleted(first)
+            #expect(slow.completedPath == h.path("f.bin"))
+            #expect(quick.completedPath == h.path("f.bin.1"))
+            #expect(sha256(ofFile: h.path("f.bin")) == h.server.sha256("/a/f.bin"))
+            #expect(sha256(ofFile: h.path("f.bin.1")) == h.server.sha256("/b/f.bin"))
+        }
+    }
+
     @Test func aLongQueueThrottlesItsSnapshotsButAlwaysShowsTheLastChange() async throws {
         try await Harness.with({ $0.maxActive = 16 }) { h in
             // 1,000 in the queue: transfer events are shown at most every 50 ms

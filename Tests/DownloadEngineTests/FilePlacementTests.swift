@@ -61,6 +61,28 @@ import Darwin
         #expect(FilePlacement.candidates(in: directory.path, name: "g.bin").isEmpty)
     }
 
+    /// The second download of one name fetches into `f.bin.1.part`: its file is `f.bin.1` first,
+    /// whichever download ends first, and the name searched first after a crash.
+    @Test func aFirstCandidateIsTriedBeforeTheNameAndFoundPastAnyGap() throws {
+        let directory = try TemporaryDirectory("placement")
+        let part = directory.path("f.bin.12.part")
+        try write("the twelfth", to: part)
+        let placed = try FilePlacement.place(part, at: .directory(directory.path), name: "f.bin", first: 12, move: true)
+        #expect(placed == directory.path("f.bin.12"))
+        #expect(!FileManager.default.fileExists(atPath: directory.path("f.bin")))
+        // Eleven free names before it: found all the same, first.
+        try write("a person's", to: directory.path("f.bin.3"))
+        #expect(FilePlacement.candidates(in: directory.path, name: "f.bin", first: 12).map(\.path) == [placed, directory.path("f.bin.3")])
+        #expect(FilePlacement.candidates(in: directory.path, name: "f.bin").map(\.path) == [directory.path("f.bin.3")])
+        // Taken: the names from the first on, never over a file there.
+        let again = directory.path("f.bin.12.part")
+        try write("another twelfth", to: again)
+        let next = try FilePlacement.place(again, at: .directory(directory.path), name: "f.bin", first: 12, move: true)
+        #expect(next == directory.path("f.bin"))
+        #expect(read(placed) == "the twelfth")
+        #expect(read(next) == "another twelfth")
+    }
+
     /// A part file on another file system cannot be renamed (nor linked) there: it is copied into a
     /// new file and then removed, still never over a file there.
     @Test func aMoveToAnotherFileSystemCopies() throws {

@@ -130,9 +130,10 @@ import Darwin
 
             let id = try await h.session.schedule(h.server.url("/same.bin"), to: .directory(h.directory))
             let done = try await h.waitCompleted(id)
-            #expect(done.completedPath == h.path("same.bin"))
-            #expect(sha256(ofFile: h.path("same.bin")) == h.server.sha256("/same.bin"))
-            #expect(PartFileOwner.mark(path: h.path("same.bin")) == nil, "a placed file is the person's")
+            // Named as its part file, `same.bin.1.part`: the other queue's file will be `same.bin`.
+            #expect(done.completedPath == h.path("same.bin.1"))
+            #expect(sha256(ofFile: h.path("same.bin.1")) == h.server.sha256("/same.bin"))
+            #expect(PartFileOwner.mark(path: h.path("same.bin.1")) == nil, "a placed file is the person's")
             #expect(FileManager.default.contents(atPath: theirs) == Data(theirBytes), "the other queue's bytes are untouched")
             #expect(PartFileOwner.mark(path: theirs) == "another-queue")
             #expect(h.gets("/same.bin").map(\.range) == [nil], "one fresh request: nothing sent for the other's file")
@@ -186,18 +187,19 @@ import Darwin
             let notes = h.path("doc.pdf.part")
             #expect(FileManager.default.createFile(atPath: notes, contents: Data("my own notes\n".utf8)))
             let doc = try await h.session.schedule(h.server.url("/doc.pdf"), to: .directory(h.directory))
-            #expect(try await h.waitCompleted(doc).completedPath == h.path("doc.pdf"))
+            // Named as the part file it fetched into, `doc.pdf.1.part`.
+            #expect(try await h.waitCompleted(doc).completedPath == h.path("doc.pdf.1"))
             #expect(FileManager.default.contents(atPath: notes) == Data("my own notes\n".utf8), "the person's file is untouched")
-            #expect(sha256(ofFile: h.path("doc.pdf")) == h.server.sha256("/doc.pdf"))
+            #expect(sha256(ofFile: h.path("doc.pdf.1")) == h.server.sha256("/doc.pdf"))
 
             // A file haul delivered as `g.bin.part`, then a download of `g.bin`.
             let delivered = try await h.session.schedule(h.server.url("/g.bin.part"), to: .directory(h.directory))
             #expect(try await h.waitCompleted(delivered).completedPath == h.path("g.bin.part"))
             let next = try await h.session.schedule(h.server.url("/g.bin"), to: .directory(h.directory))
             let done = try await h.waitCompleted(next)
-            #expect(done.completedPath == h.path("g.bin"))
+            #expect(done.completedPath == h.path("g.bin.1"))
             #expect(sha256(ofFile: h.path("g.bin.part")) == h.server.sha256("/g.bin.part"), "the delivered file is untouched")
-            #expect(sha256(ofFile: h.path("g.bin")) == h.server.sha256("/g.bin"))
+            #expect(sha256(ofFile: h.path("g.bin.1")) == h.server.sha256("/g.bin"))
             #expect(done.restartReason?.hasSuffix("holds bytes this download did not write (left alone); fetching into \(h.path("g.bin.1.part"))") == true, "\(String(describing: done.restartReason))")
         }
     }

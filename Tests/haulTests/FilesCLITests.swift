@@ -54,7 +54,8 @@ import TestSupport
             #expect(run.status == 0, "\(run.stdout) \(run.stderr)")
             #expect(run.stdout.contains("[1] restarted from zero: \(notes) holds bytes this download did not write (left alone); fetching into \(directory)/doc.pdf.1.part\n"), "\(run.stdout)")
             #expect(FileManager.default.contents(atPath: notes) == Data("my own notes\n".utf8))
-            #expect(sha256(ofFile: directory + "/doc.pdf") == server.sha256("/doc.pdf"))
+            #expect(run.stdout.contains("[1] completed \(directory)/doc.pdf.1 "), "named as its part file: \(run.stdout)")
+            #expect(sha256(ofFile: directory + "/doc.pdf.1") == server.sha256("/doc.pdf"))
         }
     }
 }
