@@ -111,6 +111,12 @@ public struct Download: Sendable, Hashable, Identifiable, Codable, CustomReflect
         get { box.fields.overlapChecked }
         _modify { yield &fields.overlapChecked }
     }
+    /// The response that started the bytes on disk was answered within a second of the file's
+    /// change (`Validators.recentlyChanged`): its validators do not verify a resume.
+    @inlinable public var recentlyChanged: Bool {
+        get { box.fields.recentlyChanged }
+        _modify { yield &fields.recentlyChanged }
+    }
     /// How many times the download had to start over from zero.
     @inlinable public var restartCount: Int {
         get { box.fields.restartCount }
@@ -276,6 +282,7 @@ public struct Download: Sendable, Hashable, Identifiable, Codable, CustomReflect
         @usableFromInline var restartReason: String?
         @usableFromInline var etag: String?
         @usableFromInline var lastModified: String?
+        @usableFromInline var recentlyChanged: Bool = false
         @usableFromInline var contentType: String?
         @usableFromInline var serverFileName: String?
         @usableFromInline var finalURL: URL?
@@ -372,6 +379,7 @@ public struct Download: Sendable, Hashable, Identifiable, Codable, CustomReflect
         writtenSegments = []
         etag = nil
         lastModified = nil
+        recentlyChanged = false
         contentType = nil
         totalBytes = nil
         bytesOnDisk = 0

@@ -446,6 +446,7 @@ public struct DurabilityLedger: Sendable {
         started.state = row.state
         started.etag = row.etag
         started.lastModified = row.lastModified
+        started.recentlyChanged = row.recentlyChanged
         started.contentType = row.contentType
         started.totalBytes = row.totalBytes
         started.serverFileName = row.serverFileName

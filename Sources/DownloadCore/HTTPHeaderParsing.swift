@@ -74,6 +74,43 @@ public enum HTTPDate {
         return nil
     }
 
+    /// Seconds since 1970 of an HTTP date: an IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`, what
+    /// servers send) read in place, the obsolete forms through `parse`.
+    public static func seconds(_ text: String) -> Int64? {
+        var text = text
+        return text.withUTF8 { bytes -> Int64? in
+            guard bytes.count == 29, bytes[3] == UInt8(ascii: ","), bytes[25] == UInt8(ascii: " "),
+                  bytes[26] == UInt8(ascii: "G"), bytes[27] == UInt8(ascii: "M"), bytes[28] == UInt8(ascii: "T") else { return nil }
+            func number(_ from: Int, _ count: Int) -> Int64? {
+                var value: Int64 = 0
+                for index in from..<(from + count) {
+                    let digit = bytes[index] &- UInt8(ascii: "0")
+                    guard digit < 10 else { return nil }
+                    value = value * 10 + Int64(digit)
+                }
+                return value
+            }
+            let month = String(decoding: bytes[8..<11], as: UTF8.self)
+            guard let day = number(5, 2), let year = number(12, 4), let hour = number(17, 2), let minute = number(20, 2),
+                  let second = number(23, 2), let monthIndex = months.firstIndex(of: month),
+                  (1...31).contains(day), hour < 24, minute < 60, second < 61 else { return nil }
+            return daysSince1970(year: year, month: Int64(monthIndex) + 1, day: day) * 86_400 + hour * 3_600 + minute * 60 + second
+        } ?? parse(text).map { Int64($0.timeIntervalSince1970.rounded(.down)) }
+    }
+
+    private static let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
+
+    /// Days from 1970-01-01 to a date of the proleptic Gregorian calendar (Howard Hinnant's
+    /// `days_from_civil`).
+    private static func daysSince1970(year: Int64, month: Int64, day: Int64) -> Int64 {
+        let y = month <= 2 ? year - 1 : year
+        let era = (y >= 0 ? y : y - 399) / 400
+        let yearOfEra = y - era * 400
+        let dayOfYear = (153 * (month > 2 ? month - 3 : month + 9) + 2) / 5 + day - 1
+        let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
+        return era * 146_097 + dayOfEra - 719_468
+    }
+
     public static func format(_ date: Date) -> String {
         let formatter = DateFormatter()
         formatter.locale = Locale(identifier: "en_US_POSIX")

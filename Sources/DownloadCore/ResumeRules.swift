@@ -4,10 +4,16 @@ import Foundation
 public struct Validators: Sendable, Hashable {
     public var etag: String?
     public var lastModified: String?
+    /// The response's `Last-Modified` was less than a second before its `Date`: the file changed
+    /// within the second it was first answered, and a second change in that second may keep both
+    /// validators (a date has one-second steps; nginx's ETag is the second and the size). Such
+    /// validators are not strong (RFC 9110 8.8.2.2): a resume is checked by overlap instead.
+    public var recentlyChanged: Bool
 
-    public init(etag: String? = nil, lastModified: String? = nil) {
+    public init(etag: String? = nil, lastModified: String? = nil, recentlyChanged: Bool = false) {
         self.etag = etag
         self.lastModified = lastModified
+        self.recentlyChanged = recentlyChanged
     }
 
     /// Whether the entity tag may be used in `If-Range` (weak tags may not, RFC 9110 13.1.5).
@@ -16,10 +22,20 @@ public struct Validators: Sendable, Hashable {
         return !etag.hasPrefix("W/")
     }
 
-    /// The `If-Range` value: the strong ETag, else Last-Modified; nil when a resume cannot be verified.
+    /// The `If-Range` value: the strong ETag, else Last-Modified; nil when a resume cannot be
+    /// verified by them (none, a weak tag alone, or validators of a file changed within their second).
     public var ifRange: String? {
+        if recentlyChanged { return nil }
         if hasStrongETag { return etag }
         return lastModified
+    }
+
+    /// Whether `lastModified` was less than a second before the response's `date` (or, without a
+    /// `Date`, before `now`): see `recentlyChanged`. False when there is no date to compare.
+    public static func changedRecently(lastModified: String?, date: String?, now: Date) -> Bool {
+        guard let lastModified, let modified = HTTPDate.seconds(lastModified) else { return false }
+        let answered = date.flatMap(HTTPDate.seconds) ?? Int64(now.timeIntervalSince1970.rounded(.down))
+        return answered - modified < 1
     }
 
     public var isEmpty: Bool { etag == nil && lastModified == nil }
@@ -81,6 +97,8 @@ public struct ResponseFacts: Sendable, Hashable {
     public var etag: String?
     public var lastModified: String?
     public var retryAfter: String?
+    /// The `Date` header: when the server answered (to tell how fresh `lastModified` is).
+    public var date: String?
     /// `WWW-Authenticate` (401) or `Proxy-Authenticate` (407): the credentials asked for.
     public var authenticate: String?
     /// The `Content-Type` header as sent.
@@ -95,8 +113,9 @@ public struct ResponseFacts: Sendable, Hashable {
     public init(
         status: Int, reasonPhrase: String = "", contentLength: Int64? = nil, contentRange: String? = nil,
         etag: String? = nil, lastModified: String? = nil, retryAfter: String? = nil, authenticate: String? = nil,
-        contentType: String? = nil
+        contentType: String? = nil, date: String? = nil
     ) {
+        self.date = date
         self.contentType = contentType
         self.authenticate = authenticate
         self.status = status
@@ -162,7 +181,12 @@ public enum ResumeRules {
             // Without a validator the length must be known (a changed one says the resource
             // changed), and the bytes before the end are fetched again and compared (a change at
             // the same length shows there).
-            guard knownTotal != nil else { return .fresh(discarding: "no validator or length to check a resume against") }
+            guard knownTotal != nil else {
+                if validators.recentlyChanged {
+                    return .fresh(discarding: "the file changed within the second it was answered, and no length to check a resume against")
+                }
+                return .fresh(discarding: "no validator or length to check a resume against")
+            }
             return .overlap(from: partLength, overlap: min(overlapLength, partLength))
         }
         return .resume(from: partLength, ifRange: ifRange)
@@ -189,7 +213,7 @@ public enum ResumeRules {
             return .write(offset: 0, total: 0, disposition: dispositionOf200(plan: plan, response: response, validators: validators))
         case 206:
             if case .overlap(let offset, let overlap) = plan {
-                return decideOverlap(from: offset, overlap: overlap, response: response, knownTotal: knownTotal)
+                return decideOverlap(from: offset, overlap: overlap, response: response, knownTotal: knownTotal, validators: validators)
             }
             return decide206(plan: plan, response: response, knownTotal: knownTotal, validators: validators)
         case 416:
@@ -197,6 +221,9 @@ public enum ResumeRules {
             guard case .resume(let offset, _) = plan else {
                 return .fail(reason: "\(response.statusText) for a request without Range")
             }
+            // A 416 of another version says nothing of this one's end (a tester: a new version of
+            // exactly the part file's length, from a server that ignores If-Range).
+            if let reason = changedVersion(response, validators) { return .refetch(reason: reason) }
             // Complete only when every length known, ours and the server's, is exactly the offset:
             // a resource that shrank to our offset is another version, not the end of ours.
             let totals = [response.contentRange.flatMap(ContentRange.init)?.total, knownTotal].compactMap { $0 }
@@ -226,9 +253,14 @@ public enum ResumeRules {
         }
     }
 
-    /// A 206 to a resume without validators: it must start `overlap` bytes before the end of the
-    /// part file, for a resource of the length known; the overlap is then compared with the disk.
-    private static func decideOverlap(from offset: Int64, overlap: Int64, response: ResponseFacts, knownTotal: Int64?) -> ResponseDecision {
+    /// A 206 to a resume without validators (or with a weak tag alone, or validators of a recent
+    /// change): it must start `overlap` bytes before the end of the part file, for a resource of the
+    /// length known, and name no other version than the stored validators (a weak tag compared
+    /// weakly: a tester's changed `W/"wk-2"` was appended after `W/"wk-1"`); the overlap is then
+    /// compared with the disk.
+    private static func decideOverlap(
+        from offset: Int64, overlap: Int64, response: ResponseFacts, knownTotal: Int64?, validators: Validators
+    ) -> ResponseDecision {
         let start = offset - overlap
         guard let header = response.contentRange, let contentRange = ContentRange(header), let range = contentRange.range else {
             return .refetch(reason: "206 without a valid Content-Range")
@@ -236,7 +268,7 @@ public enum ResumeRules {
         guard range.lowerBound == start else {
             return .refetch(reason: "server sent bytes from \(range.lowerBound), asked for \(start)")
         }
-        if let reason = mismatch(of: response, range: range, validators: Validators()) { return .refetch(reason: reason) }
+        if let reason = mismatch(of: response, range: range, validators: validators) { return .refetch(reason: reason) }
         guard let knownTotal, let total = contentRange.total else {
             return .refetch(reason: "cannot verify a resume without validators")
         }
@@ -317,6 +349,12 @@ public enum ResumeRules {
         if let body = response.contentLength, body != length {
             return "206 whose body (\(body) bytes) is not its Content-Range (\(length) bytes)"
         }
+        return changedVersion(response, validators)
+    }
+
+    /// Why a response names another version than `validators`: an ETag or a Last-Modified of its
+    /// own that differs from the stored one; nil when those it carries agree.
+    static func changedVersion(_ response: ResponseFacts, _ validators: Validators) -> String? {
         if let stored = validators.etag, let etag = response.etag {
             // A strong tag must come back as it was; a weak one names the same version with or
             // without its `W/` (Apache makes it strong a second after the change).
@@ -327,6 +365,16 @@ public enum ResumeRules {
             return "resource changed (Last-Modified)"
         }
         return nil
+    }
+
+    /// Why a 206 to an `If-Range` cannot be taken as the version on disk: it carries none of the
+    /// validators that version had, so nothing shows the server compared them (a tester: a mirror
+    /// behind a redirect, or a balancer's other server, answered the range of another build without
+    /// any; it was appended). RFC 9110 15.3.7: a 206 carries the ETag a 200 would have.
+    static func unconfirmed(_ response: ResponseFacts, _ validators: Validators) -> String? {
+        let echoed = (validators.etag != nil && response.etag != nil) || (validators.lastModified != nil && response.lastModified != nil)
+        if validators.isEmpty || echoed { return nil }
+        return "206 without the ETag or Last-Modified the file had: nothing shows it is the same version"
     }
 
     private static func decide206(
@@ -347,6 +395,9 @@ public enum ResumeRules {
             return .refetch(reason: "resource changed (length \(total), was \(knownTotal))")
         }
         if let reason = mismatch(of: response, range: range, validators: validators) {
+            return .refetch(reason: reason)
+        }
+        if ifRange != nil, let reason = unconfirmed(response, validators) {
             return .refetch(reason: reason)
         }
         if ifRange == nil {
@@ -388,7 +439,7 @@ extension ResumeRules {
             if let length = contentRange.total, length != total {
                 return .restart(reason: "resource changed (length \(length), was \(total))", freshBody: false)
             }
-            if let reason = mismatch(of: response, range: range, validators: validators) {
+            if let reason = mismatch(of: response, range: range, validators: validators) ?? unconfirmed(response, validators) {
                 return .restart(reason: reason, freshBody: false)
             }
             return .write

@@ -327,7 +327,7 @@ public struct SessionStateMachine: Sendable {
     public func resumeBasis(_ id: DownloadID) -> ResumeBasis? {
         guard let download = downloads[id] else { return nil }
         return ResumeBasis(
-            validators: Validators(etag: download.etag, lastModified: download.lastModified),
+            validators: Validators(etag: download.etag, lastModified: download.lastModified, recentlyChanged: download.recentlyChanged),
             knownTotal: download.totalBytes, segments: download.segments, contentType: download.contentType
         )
     }
@@ -1393,6 +1393,7 @@ public struct SessionStateMachine: Sendable {
         download.forgetVersion()
         download.etag = info.validators.etag
         download.lastModified = info.validators.lastModified
+        download.recentlyChanged = info.validators.recentlyChanged
         download.contentType = info.contentType
         download.serverFileName = info.serverFileName
         download.totalBytes = info.total

@@ -841,7 +841,8 @@ struct Transfer: Sendable {
             lastModified: headers.first(name: "Last-Modified").map(Self.trimmed),
             retryAfter: headers.first(name: "Retry-After"),
             authenticate: headers.first(name: head.status.code == 407 ? "Proxy-Authenticate" : "WWW-Authenticate"),
-            contentType: headers.first(name: "Content-Type")
+            contentType: headers.first(name: "Content-Type"),
+            date: headers.first(name: "Date")
         )
     }
 
@@ -850,7 +851,10 @@ struct Transfer: Sendable {
         return .init(
             status: facts.status,
             total: total,
-            validators: Validators(etag: facts.etag, lastModified: facts.lastModified),
+            validators: Validators(
+                etag: facts.etag, lastModified: facts.lastModified,
+                recentlyChanged: Validators.changedRecently(lastModified: facts.lastModified, date: facts.date, now: Date())
+            ),
             finalURL: finalURL,
             serverFileName: proposed.flatMap(FileNaming.sanitize),
             disposition: disposition,

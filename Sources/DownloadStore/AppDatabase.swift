@@ -253,6 +253,12 @@ public struct AppDatabase: QueueJournal, Sendable {
             // never take each other's bytes.
             try db.execute(sql: "INSERT OR IGNORE INTO setting (key, value) VALUES (?, ?)", arguments: [queueIDKey, Self.newQueueID()])
         }
+        migrator.registerMigration("v15: validators of a recent change") { db in
+            // Rows from before keep If-Range resumes as they were.
+            try db.alter(table: "download") { t in
+                t.add(column: "recentlyChanged", .boolean).notNull().defaults(to: false)
+            }
+        }
         return migrator
     }
 

@@ -17,7 +17,7 @@ extension DownloadRecord {
         "resumeOffset", "resumeCount", "bytesSavedByResume", "unverifiedResume", "overlapChecked", "restartCount",
         "restartReason", "lastStatus", "lastError", "failedAttempts", "lastActive", "pausedByShutdown", "requestHeaders",
         "checksum", "segments", "writtenSegments", "connections", "checkpointBootID", "checkpointSynced", "completedStamps",
-        "replacing", "hook", "speedLimit", "createdAt", "updatedAt", "completedAt",
+        "replacing", "hook", "speedLimit", "createdAt", "updatedAt", "completedAt", "recentlyChanged",
     ]
 
     /// The values of `columnNames`, in that order, as SQLite will hold them.
@@ -74,6 +74,7 @@ extension DownloadRecord {
         sink.bind(StoredDate.text(createdAt))
         sink.bind(StoredDate.text(updatedAt))
         sink.bind(StoredDate.text(completedAt))
+        sink.bind(recentlyChanged)
     }
 
     /// Column by column, for GRDB's own inserts and updates (the same values `upsert` writes).

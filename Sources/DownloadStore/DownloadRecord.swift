@@ -24,6 +24,8 @@ struct DownloadRecord: Codable, FetchableRecord, PersistableRecord, Sendable {
     var totalBytes: Int64?
     var etag: String?
     var lastModified: String?
+    /// The validators came within a second of the file's change: they do not verify a resume.
+    var recentlyChanged: Bool
     var contentType: String?
     var finalURL: String?
     var serverFileName: String?
@@ -117,6 +119,7 @@ extension DownloadRecord {
         totalBytes = row["totalBytes"]
         etag = row["etag"]
         lastModified = row["lastModified"]
+        recentlyChanged = row["recentlyChanged"]
         contentType = row["contentType"]
         finalURL = row["finalURL"]
         serverFileName = row["serverFileName"]
@@ -177,6 +180,7 @@ extension DownloadRecord {
         totalBytes = download.totalBytes
         etag = download.etag
         lastModified = download.lastModified
+        recentlyChanged = download.recentlyChanged
         contentType = download.contentType
         finalURL = download.finalURL?.absoluteString
         serverFileName = download.serverFileName
@@ -231,6 +235,7 @@ extension DownloadRecord {
         download.totalBytes = totalBytes
         download.etag = etag
         download.lastModified = lastModified
+        download.recentlyChanged = recentlyChanged
         download.contentType = contentType
         download.finalURL = finalURL.flatMap(URL.init(string:))
         download.serverFileName = serverFileName

@@ -67,6 +67,7 @@ struct SplitMix64: RandomNumberGenerator {
                 expect(seconds >= 0 && seconds.isFinite, "round \(round): \(text.debugDescription)")
             }
             _ = HTTPDate.parse(text)
+            _ = HTTPDate.seconds(text)
             if let proposed = ContentDisposition.fileName(from: text), let name = FileNaming.sanitize(proposed) {
                 expect(!name.isEmpty && name != "." && name != "..", "round \(round): \(text.debugDescription)")
                 expect(!name.contains("/") && !name.unicodeScalars.contains(where: TerminalText.isControl), "round \(round): \(text.debugDescription)")

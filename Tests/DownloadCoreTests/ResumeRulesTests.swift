@@ -55,6 +55,78 @@ import Testing
         ResumeRules.decide(plan: plan, response: response, knownTotal: total, validators: validators ?? strong)
     }
 
+    // MARK: Found by a tester against servers of their own (eighteenth session)
+
+    /// A weak tag alone resumes by overlap; a 206 with another weak tag is another version, even
+    /// when the 64 KiB before the offset did not change (it was appended: a file of both, exit 0).
+    @Test func anOverlapResumeComparesAWeakTagWeakly() {
+        let weak = Validators(etag: "W/\"wk-1\"")
+        let plan = ResumeRules.plan(partLength: 1_500_000, knownTotal: 3_000_000, validators: weak)
+        #expect(plan == .overlap(from: 1_500_000, overlap: 65_536))
+        let changed = ResponseFacts(status: 206, contentRange: "bytes 1434464-2999999/3000000", etag: "W/\"wk-2\"")
+        #expect(decide(plan, changed, total: 3_000_000, validators: weak) == .refetch(reason: "resource changed (ETag)"))
+        for same in ["W/\"wk-1\"", "\"wk-1\""] {
+            let answer = ResponseFacts(status: 206, contentRange: "bytes 1434464-2999999/3000000", etag: same)
+            #expect(decide(plan, answer, total: 3_000_000, validators: weak) == .verify(offset: 1_434_464, overlap: 65_536, total: 3_000_000))
+        }
+    }
+
+    /// RFC 9110 8.8.2.2: a Last-Modified less than a second before the answer's Date is weak. A file
+    /// replaced within that second kept its date (and nginx's tag, the second and the size): the
+    /// date's If-Range matched the new version and its range was appended.
+    @Test func validatorsOfAChangeWithinTheSecondNeverVerifyAResume() {
+        let modified = "Sat, 28 Nov 2026 03:00:00 GMT"
+        #expect(Validators.changedRecently(lastModified: modified, date: modified, now: Date()))
+        #expect(!Validators.changedRecently(lastModified: modified, date: "Sat, 28 Nov 2026 03:00:01 GMT", now: Date()))
+        #expect(!Validators.changedRecently(lastModified: nil, date: modified, now: Date()))
+        // Without a Date, the clock says when it was answered.
+        let then = Date(timeIntervalSince1970: 1_795_834_800.5)
+        #expect(Validators.changedRecently(lastModified: modified, date: nil, now: then))
+        #expect(!Validators.changedRecently(lastModified: modified, date: nil, now: then.addingTimeInterval(1)))
+
+        let recent = Validators(etag: "\"6929a0f0-800000\"", lastModified: modified, recentlyChanged: true)
+        #expect(recent.ifRange == nil)
+        #expect(ResumeRules.plan(partLength: 3_000_000, knownTotal: 8_388_608, validators: recent) == .overlap(from: 3_000_000, overlap: 65_536))
+        #expect(ResumeRules.plan(partLength: 3_000_000, knownTotal: nil, validators: recent)
+            == .fresh(discarding: "the file changed within the second it was answered, and no length to check a resume against"))
+        #expect(Validators(etag: "\"a\"", lastModified: modified).ifRange == "\"a\"")
+    }
+
+    /// A 206 to an If-Range without any validator the file had: a mirror or another server behind a
+    /// balancer that ignores If-Range (another build, appended). One validator coming back is enough.
+    @Test func a206WithoutTheFilesValidatorsIsNotAppended() {
+        let plan = RequestPlan.resume(from: 40, ifRange: "\"abc\"")
+        let bare = ResponseFacts(status: 206, contentLength: 60, contentRange: "bytes 40-99/100")
+        let reason = "206 without the ETag or Last-Modified the file had: nothing shows it is the same version"
+        #expect(decide(plan, bare) == .refetch(reason: reason))
+        var dated = bare
+        dated.lastModified = strong.lastModified
+        #expect(decide(plan, dated) == .write(offset: 40, total: 100, disposition: .resumed(from: 40, verified: true)))
+        #expect(ResumeRules.decidePart(from: 50, response: ResponseFacts(status: 206, contentRange: "bytes 50-99/100"), total: 100, validators: strong)
+            == .restart(reason: reason, freshBody: false))
+    }
+
+    /// A 416 whose ETag is another version's says nothing of this one's end: a new version of exactly
+    /// the part file's length was taken for the rest of the old one, which was reported complete.
+    @Test func a416OfAnotherVersionIsNeverTheEnd() {
+        let plan = RequestPlan.resume(from: 1_500_000, ifRange: "\"s1\"")
+        let validators = Validators(etag: "\"s1\"")
+        let other = ResponseFacts(status: 416, contentRange: "bytes */1500000", etag: "\"s2\"")
+        #expect(decide(plan, other, total: nil, validators: validators) == .refetch(reason: "resource changed (ETag)"))
+        let same = ResponseFacts(status: 416, contentRange: "bytes */1500000", etag: "\"s1\"")
+        #expect(decide(plan, same, total: nil, validators: validators) == .complete(total: 1_500_000))
+    }
+
+    @Test func httpDatesAreReadInPlaceAndInTheirOldForms() {
+        #expect(HTTPDate.seconds("Sun, 06 Nov 1994 08:49:37 GMT") == 784_111_777)
+        #expect(HTTPDate.seconds("Thu, 29 Feb 2024 23:59:59 GMT") == 1_709_251_199)
+        #expect(HTTPDate.seconds("Sunday, 06-Nov-94 08:49:37 GMT") == 784_111_777)
+        #expect(HTTPDate.seconds("Sun Nov  6 08:49:37 1994") == 784_111_777)
+        for bad in ["", "soon", "Sun, 06 Xyz 1994 08:49:37 GMT", "Sun, 06 Nov 1994 08:49:61 GMX", "Sun, 0x Nov 1994 08:49:37 GMT"] {
+            #expect(HTTPDate.seconds(bad) == nil, "\(bad)")
+        }
+    }
+
     @Test func aNoContentAnswerIsAnEmptyFileButNeverTheEndOfBytesKept() {
         let noContent = ResponseFacts(status: 204, reasonPhrase: "No Content", contentLength: 12, etag: "\"other\"")
         // From zero: the resource is empty (a Content-Length on a 204 is not a body).

@@ -93,7 +93,7 @@ import TestSupport
         try database.saveSetting("maxActive", "5")
         try database.saveSetting("maxActive", "6")
         #expect(try AppDatabase.open(at: path).setting("maxActive") == "6")
-        #expect(try database.appliedMigrations().last == "v14: queue id")
+        #expect(try database.appliedMigrations().last == "v15: validators of a recent change")
     }
 
     /// Each queue gets an id with it (it marks the queue's part files), kept as long as the queue.
@@ -234,7 +234,7 @@ import TestSupport
             "v1: queue", "v2: requesters and boot checkpoints", "v3: request options and settings", "v4: segmented downloads",
             "v5: unsynced checkpoints", "v6: content type", "v7: written parts", "v8: completed file stamps",
             "v9: resumes checked by overlap", "v10: hooks", "v11: last active", "v12: speed limits and history",
-            "v13: states as stored kinds", "v14: queue id",
+            "v13: states as stored kinds", "v14: queue id", "v15: validators of a recent change",
         ])
         #expect(try database.queueID().count == 32, "an upgraded queue gets its id too")
         let queue = try database.loadQueue()
@@ -248,6 +248,7 @@ import TestSupport
         #expect(row.pausedByShutdown == false)
         #expect(row.extraDestinations.isEmpty)
         #expect(row.limit == nil, "no download had a limit of its own before v12")
+        #expect(row.recentlyChanged == false, "resumes of rows from before v15 keep their If-Range")
         #expect(queue.checkpointBoots.isEmpty)
         #expect(queue.unsyncedCheckpoints.isEmpty, "checkpoints from before v5 were all synced")
         #expect(queue.nextID == 6)

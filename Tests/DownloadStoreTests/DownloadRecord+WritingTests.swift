@@ -17,16 +17,16 @@ import Testing
     }
 
     /// The upsert binds each field in its own column: a row with a different value in every column
-    /// (none NULL, no two alike; the four flags take each pattern of two runs, so that any two of
-    /// them differ in one) reads back column by column as `values` holds it.
-    @Test(arguments: [0, 1]) func theUpsertWritesEachFieldInItsOwnColumn(run: Int) throws {
-        let flags = [false, run == 0, run == 1, true]
+    /// (none NULL, no two alike; the five flags take five patterns of three runs, so that any two
+    /// of them differ in one) reads back column by column as `values` holds it.
+    @Test(arguments: [0, 1, 2]) func theUpsertWritesEachFieldInItsOwnColumn(run: Int) throws {
+        let flags = (1...5).map { ($0 >> run) & 1 == 1 }
         let date = { (seconds: Double) in Date(timeIntervalSince1970: 1_800_000_000 + seconds) }
         let record = DownloadRecord(
             id: 41, url: "https://example.com/41.iso", destinationKind: "file", destinationPath: "/d/41.iso",
             partPath: "/d/41.iso.part", completedPath: "/d/done.iso", state: .failed, stateReason: "reason",
             waitingUntil: date(1), position: 3, bytesOnDisk: 5, totalBytes: 7, etag: "\"etag\"", lastModified: "modified",
-            contentType: "type/x", finalURL: "https://cdn.example.com/41.iso", serverFileName: "server.iso", resumeOffset: 11,
+            recentlyChanged: flags[4], contentType: "type/x", finalURL: "https://cdn.example.com/41.iso", serverFileName: "server.iso", resumeOffset: 11,
             resumeCount: 13, bytesSavedByResume: 17, unverifiedResume: flags[0], overlapChecked: flags[1], restartCount: 19,
             restartReason: "restart", lastStatus: 23, lastError: "error", failedAttempts: 29, lastActive: date(2),
             pausedByShutdown: flags[2], requestHeaders: "headers", checksum: "sha256:00", segments: "segments",
@@ -101,7 +101,7 @@ import Testing
                 .map { ($0["name"] as String, $0["sql"] as String) }
         }
         let expected: [(String, String)] = [
-        ("download", #"CREATE TABLE "download" ("id" INTEGER PRIMARY KEY, "url" TEXT NOT NULL, "destinationKind" TEXT NOT NULL, "destinationPath" TEXT NOT NULL, "partPath" TEXT NOT NULL, "completedPath" TEXT, "state" TEXT NOT NULL, "stateReason" TEXT, "waitingUntil" DATETIME, "position" INTEGER NOT NULL, "bytesOnDisk" INTEGER NOT NULL DEFAULT 0, "totalBytes" INTEGER, "etag" TEXT, "lastModified" TEXT, "finalURL" TEXT, "serverFileName" TEXT, "resumeOffset" INTEGER, "resumeCount" INTEGER NOT NULL DEFAULT 0, "bytesSavedByResume" INTEGER NOT NULL DEFAULT 0, "unverifiedResume" BOOLEAN NOT NULL DEFAULT 0, "restartCount" INTEGER NOT NULL DEFAULT 0, "restartReason" TEXT, "lastStatus" INTEGER, "lastError" TEXT, "failedAttempts" INTEGER NOT NULL DEFAULT 0, "createdAt" DATETIME NOT NULL, "updatedAt" DATETIME NOT NULL, "completedAt" DATETIME, "checkpointBootID" TEXT, "pausedByShutdown" BOOLEAN NOT NULL DEFAULT 0, "requestHeaders" TEXT, "checksum" TEXT, "segments" TEXT, "connections" INTEGER NOT NULL DEFAULT 1, "checkpointSynced" BOOLEAN NOT NULL DEFAULT 1, "contentType" TEXT, "writtenSegments" TEXT, "completedStamps" TEXT, "replacing" TEXT, "overlapChecked" BOOLEAN NOT NULL DEFAULT 0, "hook" TEXT, "lastActive" DATETIME, "speedLimit" INTEGER)"#),
+        ("download", #"CREATE TABLE "download" ("id" INTEGER PRIMARY KEY, "url" TEXT NOT NULL, "destinationKind" TEXT NOT NULL, "destinationPath" TEXT NOT NULL, "partPath" TEXT NOT NULL, "completedPath" TEXT, "state" TEXT NOT NULL, "stateReason" TEXT, "waitingUntil" DATETIME, "position" INTEGER NOT NULL, "bytesOnDisk" INTEGER NOT NULL DEFAULT 0, "totalBytes" INTEGER, "etag" TEXT, "lastModified" TEXT, "finalURL" TEXT, "serverFileName" TEXT, "resumeOffset" INTEGER, "resumeCount" INTEGER NOT NULL DEFAULT 0, "bytesSavedByResume" INTEGER NOT NULL DEFAULT 0, "unverifiedResume" BOOLEAN NOT NULL DEFAULT 0, "restartCount" INTEGER NOT NULL DEFAULT 0, "restartReason" TEXT, "lastStatus" INTEGER, "lastError" TEXT, "failedAttempts" INTEGER NOT NULL DEFAULT 0, "createdAt" DATETIME NOT NULL, "updatedAt" DATETIME NOT NULL, "completedAt" DATETIME, "checkpointBootID" TEXT, "pausedByShutdown" BOOLEAN NOT NULL DEFAULT 0, "requestHeaders" TEXT, "checksum" TEXT, "segments" TEXT, "connections" INTEGER NOT NULL DEFAULT 1, "checkpointSynced" BOOLEAN NOT NULL DEFAULT 1, "contentType" TEXT, "writtenSegments" TEXT, "completedStamps" TEXT, "replacing" TEXT, "overlapChecked" BOOLEAN NOT NULL DEFAULT 0, "hook" TEXT, "lastActive" DATETIME, "speedLimit" INTEGER, "recentlyChanged" BOOLEAN NOT NULL DEFAULT 0)"#),
         ("download_position", #"CREATE INDEX "download_position" ON "download"("position")"#),
         ("grdb_migrations", #"CREATE TABLE grdb_migrations (identifier TEXT NOT NULL PRIMARY KEY)"#),
         ("history", #"CREATE TABLE "history" ("id" INTEGER PRIMARY KEY AUTOINCREMENT, "downloadId" INTEGER NOT NULL REFERENCES "download"("id") ON DELETE CASCADE, "time" DATETIME NOT NULL, "kind" TEXT NOT NULL, "text" TEXT NOT NULL)"#),
