@@ -99,6 +99,8 @@ public struct ResponseFacts: Sendable, Hashable {
     public var retryAfter: String?
     /// The `Date` header: when the server answered (to tell how fresh `lastModified` is).
     public var date: String?
+    /// The `Transfer-Encoding` headers, joined with commas.
+    public var transferEncoding: String?
     /// `WWW-Authenticate` (401) or `Proxy-Authenticate` (407): the credentials asked for.
     public var authenticate: String?
     /// The `Content-Type` header as sent.
@@ -113,9 +115,10 @@ public struct ResponseFacts: Sendable, Hashable {
     public init(
         status: Int, reasonPhrase: String = "", contentLength: Int64? = nil, contentRange: String? = nil,
         etag: String? = nil, lastModified: String? = nil, retryAfter: String? = nil, authenticate: String? = nil,
-        contentType: String? = nil, date: String? = nil
+        contentType: String? = nil, date: String? = nil, transferEncoding: String? = nil
     ) {
         self.date = date
+        self.transferEncoding = transferEncoding
         self.contentType = contentType
         self.authenticate = authenticate
         self.status = status
@@ -165,6 +168,18 @@ public struct ResponseFacts: Sendable, Hashable {
     }
 }
 
+
+extension ResponseFacts {
+    /// A transfer coding besides `chunked` (and `identity`) the body came in: `gzip` in
+    /// `Transfer-Encoding: gzip, chunked` (a tester's server; haul sends no `TE`, so a server may
+    /// not use one, and neither decoder undoes it: the gzip bytes were saved as the file).
+    public var undecodedCoding: String? {
+        guard let transferEncoding else { return nil }
+        return transferEncoding.split(separator: ",").map { $0.trimmingWhitespace().lowercased() }
+            .first { !$0.isEmpty && $0 != "chunked" && $0 != "identity" }
+    }
+}
+
 /// The resume rules of DESIGN.md as pure functions: what to ask for, and what to make of the answer.
 public enum ResumeRules {
     /// How many bytes before the end of the part file a resume without validators asks for again,
@@ -197,6 +212,7 @@ public enum ResumeRules {
     public static func decide(
         plan: RequestPlan, response: ResponseFacts, knownTotal: Int64?, validators: Validators, knownType: String? = nil
     ) -> ResponseDecision {
+        if let coding = response.undecodedCoding { return .fail(reason: undecoded(coding)) }
         switch response.status {
         case 200:
             if let offset = plan.kept,
@@ -367,6 +383,11 @@ public enum ResumeRules {
         return nil
     }
 
+    /// Why a body in `coding` is refused: its bytes are not the file's.
+    static func undecoded(_ coding: String) -> String {
+        "the server sent the body in a transfer coding haul does not decode (\(TerminalText.sanitize(String(coding.prefix(40))))), not the file's bytes"
+    }
+
     /// Why a 206 to an `If-Range` cannot be taken as the version on disk: it carries none of the
     /// validators that version had, so nothing shows the server compared them (a tester: a mirror
     /// behind a redirect, or a balancer's other server, answered the range of another build without
@@ -428,6 +449,7 @@ extension ResumeRules {
     public static func decidePart(
         from: Int64, response: ResponseFacts, total: Int64, validators: Validators, knownType: String? = nil, kept: Int64 = 0
     ) -> PartDecision {
+        if let coding = response.undecodedCoding { return .fail(reason: undecoded(coding)) }
         switch response.status {
         case 206:
             guard let header = response.contentRange, let contentRange = ContentRange(header), let range = contentRange.range else {

@@ -404,6 +404,8 @@ struct Transfer: Sendable {
                     stream.cancel()
                     throw error
                 }
+                // Parts kept until now (`restartWhole`) are gone with the old file.
+                attempt.board = nil
                 replaced = true
             }
             let file: PartFile
@@ -438,7 +440,10 @@ struct Transfer: Sendable {
                 )
                 return try await runParts(&attempt, file: file, context: context, first: stream, extraConnections: parts.count - 1)
             }
-            return try await writeFrontToBack(stream, into: file, from: offset, total: total, progressed: attempt.grew)
+            // A 206's body ends where its Content-Range does, whatever comes after (a tester: a
+            // chunked or closed 206 carried 500 bytes past its range, and they were written).
+            let end = facts.status == 206 ? facts.contentRange.flatMap(ContentRange.init)?.range.map { $0.upperBound + 1 } : nil
+            return try await writeFrontToBack(stream, into: file, from: offset, total: total, end: end, progressed: attempt.grew)
         }
     }
 
@@ -455,11 +460,15 @@ struct Transfer: Sendable {
         try await progress.replace(attempt.path, with: first, owner: owner)
     }
 
-    /// Streams a body accepted at `offset` into the file, then decides how the attempt ended.
-    private func writeFrontToBack(_ stream: any ResponseBody, into file: PartFile, from offset: Int64, total: Int64?, progressed: @autoclosure () -> Bool) async throws -> Outcome {
+    /// Streams a body accepted at `offset` into the file, up to the total or a 206's `end`, then
+    /// decides how the attempt ended.
+    private func writeFrontToBack(
+        _ stream: any ResponseBody, into file: PartFile, from offset: Int64, total: Int64?, end: Int64?, progressed: @autoclosure () -> Bool
+    ) async throws -> Outcome {
         do {
             defer { file.wrote(upTo: stream.position ?? offset) }
-            _ = try await stream.write(into: .prefix(descriptor: file.descriptor, path: file.path, position: offset, total: total))
+            let limit = [total, end].compactMap { $0 }.min()
+            _ = try await stream.write(into: .prefix(descriptor: file.descriptor, path: file.path, position: offset, total: limit))
         }
         if let total, file.length < total {
             // A body that ended short of the total (a partial 206, a close the client did not flag)
@@ -682,15 +691,22 @@ struct Transfer: Sendable {
         // The store forgets the parts before the file loses them; no record of written parts may
         // come after it (they are read from the board).
         progress.board = nil
-        if let fresh {
+        guard let fresh else {
+            // Nothing goes before a new version's first bytes are synced in the part file's place,
+            // which the new request's 200 does (`fetch`, as for one connection); until then the
+            // parts stay, in the file and in the store. A tester's server answered one part with a
+            // 416 (or a 206 at another offset), then 503s: every part was emptied at once, 5 MiB.
+            // The board stays the attempt's account of the bytes until the replacement.
+            attempt.startLength = try attempt.file.map(\.length) ?? PartFile.existingLength(attempt.path)
+            return try await fetch(&attempt, plan: .fresh(discarding: reason), allowSplit: false)
+        }
+        do {
             // The parts stay until the new version's first bytes are synced in their place (the
             // store's parts then claim more than the file holds: a crash in between starts over).
-            do {
-                try await replacePartFile(&attempt, with: fresh)
-            } catch {
-                fresh.cancel()
-                throw error
-            }
+            try await replacePartFile(&attempt, with: fresh)
+        } catch {
+            fresh.cancel()
+            throw error
         }
         await discardVersion()
         attempt.board = nil
@@ -698,20 +714,15 @@ struct Transfer: Sendable {
         let file: PartFile
         do {
             file = try attempt.open()
-            // Without a body in hand, the holes must go before the store forgets the parts.
-            if fresh == nil { try progress.truncate(file, to: 0) }
         } catch {
-            fresh?.discard()
+            fresh.discard()
             throw error
-        }
-        guard let fresh else {
-            return try await fetch(&attempt, plan: .fresh(discarding: reason), allowSplit: false)
         }
         // Already read: this returns at once.
         let (head, finalURL) = try await fresh.head()
         let facts = self.facts(of: head, at: finalURL ?? order.url)
         await responded(info(head, finalURL: finalURL, facts: facts, total: facts.contentLength, disposition: .restarted(reason: reason)))
-        return try await writeFrontToBack(fresh, into: file, from: 0, total: facts.contentLength, progressed: false)
+        return try await writeFrontToBack(fresh, into: file, from: 0, total: facts.contentLength, end: nil, progressed: false)
     }
 
     /// Completed, unless the file misses the checksum it was asked to have: then it fails and the
@@ -842,7 +853,8 @@ struct Transfer: Sendable {
             retryAfter: headers.first(name: "Retry-After"),
             authenticate: headers.first(name: head.status.code == 407 ? "Proxy-Authenticate" : "WWW-Authenticate"),
             contentType: headers.first(name: "Content-Type"),
-            date: headers.first(name: "Date")
+            date: headers.first(name: "Date"),
+            transferEncoding: headers.contains(name: "Transfer-Encoding") ? headers[canonicalForm: "Transfer-Encoding"].joined(separator: ",") : nil
         )
     }
 

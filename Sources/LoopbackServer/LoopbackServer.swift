@@ -431,7 +431,7 @@ public final class LoopbackServer: Sendable {
             headers.add(name: "Content-Length", value: "0")
             return ResponsePlan(status: status, headers: headers, body: nil)
         }
-        if entry.failuresServed < faults.failFirst {
+        if entry.failuresServed < faults.failFirst || (faults.failWithoutRange && request.headers.first(name: "Range") == nil) {
             entry.failuresServed += 1
             if let retryAfter = faults.retryAfter { headers.add(name: "Retry-After", value: retryAfter) }
             headers.add(name: "Content-Length", value: "0")

@@ -117,6 +117,17 @@ import Testing
         #expect(decide(plan, same, total: nil, validators: validators) == .complete(total: 1_500_000))
     }
 
+    @Test func aBodyInATransferCodingHaulDoesNotDecodeIsRefused() {
+        let reason = "the server sent the body in a transfer coding haul does not decode (gzip), not the file's bytes"
+        let gzipped = ResponseFacts(status: 200, transferEncoding: "gzip, chunked")
+        #expect(decide(.fresh(discarding: nil), gzipped) == .fail(reason: reason))
+        #expect(ResumeRules.decidePart(from: 0, response: gzipped, total: 100, validators: strong) == .fail(reason: reason))
+        for plain in ["chunked", "Chunked", "identity, chunked", " chunked "] {
+            #expect(ResponseFacts(status: 200, transferEncoding: plain).undecodedCoding == nil, "\(plain)")
+        }
+        #expect(ResponseFacts(status: 200, transferEncoding: "x-custom,chunked").undecodedCoding == "x-custom")
+    }
+
     @Test func httpDatesAreReadInPlaceAndInTheirOldForms() {
         #expect(HTTPDate.seconds("Sun, 06 Nov 1994 08:49:37 GMT") == 784_111_777)
         #expect(HTTPDate.seconds("Thu, 29 Feb 2024 23:59:59 GMT") == 1_709_251_199)

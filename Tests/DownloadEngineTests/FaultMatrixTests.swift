@@ -650,6 +650,51 @@ import TestSupport
         }
     }
 
+    /// A 206 without a Content-Length (chunked, or ended by a close) ends where its Content-Range
+    /// does: a tester's server sent 500 bytes past the range, and they were written before the
+    /// rest of the file (exit 0, a wrong file).
+    @Test("17: a chunked 206 that runs past its Content-Range is written up to the range's end only", arguments: [false, true])
+    func aChunked206PastItsRangeIsCutAtTheRangesEnd(secure: Bool) async throws {
+        let tls = try await TLSFixture()
+        defer { tls.remove() }
+        let server = try await secure ? LoopbackServer.start(tls: tls.files) : LoopbackServer.start()
+        defer { Task { await server.shutdown() } }
+        var faults = Faults()
+        faults.chunked = true
+        faults.closeAfterBytes = 300_000
+        faults.shortRangeBy = 100_000
+        faults.extraBodyBytes = 500
+        server.serve("/over.bin", size: 1_000_000, faults: faults)
+        try await Harness.with({ $0.caCertificatePath = tls.files.certificatePath }) { h in
+            let id = try await h.session.schedule(server.url("/over.bin"), to: .file(h.path("over.bin")))
+            _ = try await h.waitCompleted(id)
+            #expect(sha256(ofFile: h.path("over.bin")) == server.sha256("/over.bin"))
+            let ranges = server.requests("/over.bin").compactMap(\.range)
+            #expect(ranges.contains("bytes=900000-"), "the short range's end, not 500 bytes past it: \(ranges)")
+        }
+    }
+
+    /// haul sends no `TE`: a body in another transfer coding than chunked is refused at once,
+    /// over haul's own sockets and AsyncHTTPClient alike. A tester's `gzip, chunked` was saved as
+    /// the file, still compressed, exit 0.
+    @Test("25: a body in a transfer coding haul does not decode is refused, not saved", arguments: [false, true])
+    func anUndecodedTransferCodingIsRefused(secure: Bool) async throws {
+        let tls = try await TLSFixture()
+        defer { tls.remove() }
+        let server = try await secure ? LoopbackServer.start(tls: tls.files) : LoopbackServer.start()
+        defer { Task { await server.shutdown() } }
+        var faults = Faults()
+        faults.rawResponse = Array("HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\nConnection: close\r\n\r\n5\r\nhello\r\n0\r\n\r\n".utf8)
+        server.serve("/z.bin", size: 5, faults: faults)
+        try await Harness.with({ $0.caCertificatePath = tls.files.certificatePath }) { h in
+            let id = try await h.session.schedule(server.url("/z.bin"), to: .file(h.path("z.bin")))
+            let done = try await h.wait(id) { $0.state.isFinished }
+            #expect(done.state == .failed(reason: "the server sent the body in a transfer coding haul does not decode (gzip), not the file's bytes"))
+            #expect(server.requests("/z.bin").count == 1, "not retried: it would come the same way")
+            #expect(!FileManager.default.fileExists(atPath: h.path("z.bin")))
+        }
+    }
+
     @Test("25: TLS spoken to a plain-http port, and plain http to a TLS port, fail after three tries in one sentence")
     func theWrongProtocolOnAPortFails() async throws {
         try await Harness.with { h in

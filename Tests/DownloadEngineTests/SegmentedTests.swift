@@ -124,6 +124,48 @@ import TestSupport
         }
     }
 
+    /// A part answered oddly (here a 206 at another offset) starts the whole file over, but nothing
+    /// goes before a new version's first bytes came. A tester's server answered one part oddly, then
+    /// 503s: every part was emptied at once (5 MiB), and the row said `failed 0 B`.
+    @Test func anOddPartAnswerKeepsEveryPartUntilANewVersionComes() async throws {
+        try await Harness.with({ $0.stallTimeout = .seconds(120); $0.maxTries = 2 }) { h in
+            let size = 8 * 1024 * 1024
+            h.server.serve("/o.bin", size: size, faults: { var f = Faults(); f.holdAt = Self.midpoints; return f }())
+            let id = try await h.session.schedule(h.server.url("/o.bin"), to: .file(h.path("o.bin")), options: Self.options(4))
+            try await h.wait(id) { $0.bytesOnDisk == 4 * 1024 * 1024 && $0.connections == 4 }
+            try await h.session.pause(id)
+            Self.releaseAll(h, "/o.bin")
+            let paused = try #require(await h.session.snapshot()[id])
+            var odd = Faults()
+            odd.rangeOffsetError = 1_000
+            odd.failWithoutRange = true
+            h.server.setFaults("/o.bin", odd)
+            try await h.session.resume(id)
+            let failed = try await h.wait(id, timeout: 30) { $0.state.isFinished }
+            guard case .failed = failed.state else {
+                Issue.record("ended \(failed.state)")
+                return
+            }
+            #expect(h.gets("/o.bin").contains { $0.range == nil && $0.status == 503 }, "the whole file was asked for again")
+            #expect(failed.bytesOnDisk == paused.bytesOnDisk, "every part kept")
+            #expect(failed.segments == paused.segments)
+            let content = h.server.content("/o.bin")
+            let part = try #require(FileHandle(forReadingAtPath: h.path("o.bin.part")))
+            defer { try? part.close() }
+            for segment in paused.segments where segment.done > 0 {
+                try part.seek(toOffset: UInt64(segment.start))
+                let bytes = try part.read(upToCount: Int(segment.next - segment.start)) ?? Data()
+                #expect(Array(bytes) == Array(content[Int(segment.start)..<Int(segment.next)]), "\(segment)")
+            }
+            // The server well again: the parts resume where they stopped.
+            h.server.setFaults("/o.bin", Faults())
+            try await h.session.resume(id)
+            let done = try await h.waitCompleted(id, timeout: 30)
+            #expect(sha256(ofFile: h.path("o.bin")) == h.server.sha256("/o.bin"))
+            #expect(done.restartCount == 0)
+        }
+    }
+
     @Test func aResourceChangedWhilePausedRestartsTheWholeFile() async throws {
         try await Harness.with({ $0.stallTimeout = .seconds(120) }) { h in
             let size = 8 * 1024 * 1024
