@@ -269,6 +269,18 @@ import TestSupport
         try await ChildProcess.run(path, arguments).status == 0
     }
 
+    /// Runs `body` with a loopback server over plain http or https (its CA trusted by the
+    /// harness's session), for a case that must hold on haul's own sockets and AsyncHTTPClient.
+    static func overHTTPOrHTTPS(_ secure: Bool, _ body: (LoopbackServer, Harness) async throws -> Void) async throws {
+        let tls = try await TLSFixture()
+        defer { tls.remove() }
+        let server = try await secure ? LoopbackServer.start(tls: tls.files) : LoopbackServer.start()
+        defer { Task { await server.shutdown() } }
+        try await Harness.with({ $0.caCertificatePath = tls.files.certificatePath }) { h in
+            try await body(server, h)
+        }
+    }
+
     // MARK: 11. Statuses
 
     @Test("11: 403, 404 and 410 fail with the status and leave no file", arguments: [403, 404, 410])
@@ -294,14 +306,10 @@ import TestSupport
     /// curl saves an empty file for a `204 No Content`; haul failed it as unexpected.
     @Test("11: a 204 No Content is an empty file, over http and https", arguments: [false, true])
     func noContentIsAnEmptyFile(secure: Bool) async throws {
-        let tls = try await TLSFixture()
-        defer { tls.remove() }
-        let server = try await secure ? LoopbackServer.start(tls: tls.files) : LoopbackServer.start()
-        defer { Task { await server.shutdown() } }
-        var faults = Faults()
-        faults.fixedStatus = 204
-        server.serve("/empty.txt", size: 10, faults: faults)
-        try await Harness.with({ $0.caCertificatePath = tls.files.certificatePath }) { h in
+        try await Self.overHTTPOrHTTPS(secure) { server, h in
+            var faults = Faults()
+            faults.fixedStatus = 204
+            server.serve("/empty.txt", size: 10, faults: faults)
             let target = h.path("empty.txt")
             let id = try await h.session.schedule(server.url("/empty.txt"), to: .file(target))
             let done = try await h.waitCompleted(id)
@@ -655,17 +663,13 @@ import TestSupport
     /// rest of the file (exit 0, a wrong file).
     @Test("17: a chunked 206 that runs past its Content-Range is written up to the range's end only", arguments: [false, true])
     func aChunked206PastItsRangeIsCutAtTheRangesEnd(secure: Bool) async throws {
-        let tls = try await TLSFixture()
-        defer { tls.remove() }
-        let server = try await secure ? LoopbackServer.start(tls: tls.files) : LoopbackServer.start()
-        defer { Task { await server.shutdown() } }
-        var faults = Faults()
-        faults.chunked = true
-        faults.closeAfterBytes = 300_000
-        faults.shortRangeBy = 100_000
-        faults.extraBodyBytes = 500
-        server.serve("/over.bin", size: 1_000_000, faults: faults)
-        try await Harness.with({ $0.caCertificatePath = tls.files.certificatePath }) { h in
+        try await Self.overHTTPOrHTTPS(secure) { server, h in
+            var faults = Faults()
+            faults.chunked = true
+            faults.closeAfterBytes = 300_000
+            faults.shortRangeBy = 100_000
+            faults.extraBodyBytes = 500
+            server.serve("/over.bin", size: 1_000_000, faults: faults)
             let id = try await h.session.schedule(server.url("/over.bin"), to: .file(h.path("over.bin")))
             _ = try await h.waitCompleted(id)
             #expect(sha256(ofFile: h.path("over.bin")) == server.sha256("/over.bin"))
@@ -679,14 +683,10 @@ import TestSupport
     /// the file, still compressed, exit 0.
     @Test("25: a body in a transfer coding haul does not decode is refused, not saved", arguments: [false, true])
     func anUndecodedTransferCodingIsRefused(secure: Bool) async throws {
-        let tls = try await TLSFixture()
-        defer { tls.remove() }
-        let server = try await secure ? LoopbackServer.start(tls: tls.files) : LoopbackServer.start()
-        defer { Task { await server.shutdown() } }
-        var faults = Faults()
-        faults.rawResponse = Array("HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\nConnection: close\r\n\r\n5\r\nhello\r\n0\r\n\r\n".utf8)
-        server.serve("/z.bin", size: 5, faults: faults)
-        try await Harness.with({ $0.caCertificatePath = tls.files.certificatePath }) { h in
+        try await Self.overHTTPOrHTTPS(secure) { server, h in
+            var faults = Faults()
+            faults.rawResponse = Array("HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\nConnection: close\r\n\r\n5\r\nhello\r\n0\r\n\r\n".utf8)
+            server.serve("/z.bin", size: 5, faults: faults)
             let id = try await h.session.schedule(server.url("/z.bin"), to: .file(h.path("z.bin")))
             let done = try await h.wait(id) { $0.state.isFinished }
             #expect(done.state == .failed(reason: "the server sent the body in a transfer coding haul does not decode (gzip), not the file's bytes"))

@@ -52,19 +52,24 @@ import TestSupport
     /// half done at a known point however loaded the machine is (held connections are no stalls).
     static let midpoints = [1, 3, 5, 7].map { $0 * 1024 * 1024 }
 
+    /// Serves 8 MiB at `path`, fetches it over 4 connections into `target` until every part is
+    /// held at its midpoint (4 MiB on disk), and pauses it there: its id and its paused row.
+    static func pausedAtMidpoints(_ h: Harness, _ path: String, into target: String) async throws -> (DownloadID, Download) {
+        h.server.serve(path, size: 8 * 1024 * 1024, faults: { var f = Faults(); f.holdAt = midpoints; return f }())
+        let id = try await h.session.schedule(h.server.url(path), to: .file(target), options: options(4))
+        try await h.wait(id) { $0.bytesOnDisk == 4 * 1024 * 1024 && $0.connections == 4 }
+        try await h.session.pause(id)
+        releaseAll(h, path)
+        return (id, try #require(await h.session.snapshot()[id]))
+    }
+
     static func releaseAll(_ h: Harness, _ path: String) {
         for _ in midpoints { h.server.release(path) }
     }
 
     @Test func pauseAndResumeMidwayResumeEveryPartWithIfRange() async throws {
         try await Harness.with({ $0.stallTimeout = .seconds(120) }) { h in
-            let size = 8 * 1024 * 1024
-            h.server.serve("/p.bin", size: size, faults: { var f = Faults(); f.holdAt = Self.midpoints; return f }())
-            let id = try await h.session.schedule(h.server.url("/p.bin"), to: .file(h.path("p.bin")), options: Self.options(4))
-            try await h.wait(id) { $0.bytesOnDisk == 4 * 1024 * 1024 && $0.connections == 4 }
-            try await h.session.pause(id)
-            Self.releaseAll(h, "/p.bin")
-            let paused = try #require(await h.session.snapshot()[id])
+            let (id, paused) = try await Self.pausedAtMidpoints(h, "/p.bin", into: h.path("p.bin"))
             #expect(paused.segments.count >= 2, "the parts are remembered: \(paused.segments)")
             #expect(Segments.bytesOnDisk(paused.segments) == paused.bytesOnDisk)
             let before = h.gets("/p.bin").count
@@ -98,13 +103,8 @@ import TestSupport
             }
             defer { unmount(disk) }
             let size = 8 * 1024 * 1024
-            h.server.serve("/room.bin", size: size, faults: { var f = Faults(); f.holdAt = Self.midpoints; return f }())
             let target = disk + "/room.bin"
-            let id = try await h.session.schedule(h.server.url("/room.bin"), to: .file(target), options: Self.options(4))
-            try await h.wait(id) { $0.bytesOnDisk == 4 * 1024 * 1024 && $0.connections == 4 }
-            try await h.session.pause(id)
-            Self.releaseAll(h, "/room.bin")
-            let paused = try #require(await h.session.snapshot()[id])
+            let (id, paused) = try await Self.pausedAtMidpoints(h, "/room.bin", into: target)
             // Leave 2 MiB free where the parts still need 4.
             let free = try #require((try FileManager.default.attributesOfFileSystem(forPath: disk)[.systemFreeSize] as? NSNumber)?.int64Value)
             let filler = disk + "/filler"
@@ -129,13 +129,7 @@ import TestSupport
     /// 503s: every part was emptied at once (5 MiB), and the row said `failed 0 B`.
     @Test func anOddPartAnswerKeepsEveryPartUntilANewVersionComes() async throws {
         try await Harness.with({ $0.stallTimeout = .seconds(120); $0.maxTries = 2 }) { h in
-            let size = 8 * 1024 * 1024
-            h.server.serve("/o.bin", size: size, faults: { var f = Faults(); f.holdAt = Self.midpoints; return f }())
-            let id = try await h.session.schedule(h.server.url("/o.bin"), to: .file(h.path("o.bin")), options: Self.options(4))
-            try await h.wait(id) { $0.bytesOnDisk == 4 * 1024 * 1024 && $0.connections == 4 }
-            try await h.session.pause(id)
-            Self.releaseAll(h, "/o.bin")
-            let paused = try #require(await h.session.snapshot()[id])
+            let (id, paused) = try await Self.pausedAtMidpoints(h, "/o.bin", into: h.path("o.bin"))
             var odd = Faults()
             odd.rangeOffsetError = 1_000
             odd.failWithoutRange = true
@@ -168,12 +162,7 @@ import TestSupport
 
     @Test func aResourceChangedWhilePausedRestartsTheWholeFile() async throws {
         try await Harness.with({ $0.stallTimeout = .seconds(120) }) { h in
-            let size = 8 * 1024 * 1024
-            h.server.serve("/c.bin", size: size, faults: { var f = Faults(); f.holdAt = Self.midpoints; return f }())
-            let id = try await h.session.schedule(h.server.url("/c.bin"), to: .file(h.path("c.bin")), options: Self.options(4))
-            try await h.wait(id) { $0.bytesOnDisk == 4 * 1024 * 1024 && $0.connections == 4 }
-            try await h.session.pause(id)
-            Self.releaseAll(h, "/c.bin")
+            let (id, _) = try await Self.pausedAtMidpoints(h, "/c.bin", into: h.path("c.bin"))
             let old = h.server.sha256("/c.bin")
             h.server.change("/c.bin")
             try await h.session.resume(id)
