@@ -1480,14 +1480,18 @@ public struct SessionStateMachine: Sendable {
         download.state != .completed && download.state != .cancelled
     }
 
-    /// Downloads that own a part file may not share a destination file or a part file.
+    /// Downloads that own a part file may not share a destination file or a part file, nor take
+    /// one's part file for the other's file: `-o D/a.bin.part` beside a paused download of `a.bin`
+    /// was placed over its bytes, which then resumed from the other file (a tester: exit 0, a wrong
+    /// file).
     private func checkDestinationFree(_ destination: Destination, ignoring: DownloadID?) throws(TransitionError) {
         guard case .file(let path) = destination else { return }
         // The claims of every owner (an index: a long queue is not scanned), less those of `ignoring`.
         let part = Self.partPath(ofFile: path)
-        var claims = downloads.fileClaims(path) + downloads.partClaims(part)
+        var claims = downloads.fileClaims(path) + downloads.partClaims(part) + downloads.partClaims(path) + downloads.fileClaims(part)
         if let ignoring, let own = downloads[ignoring], Self.ownsPartFile(own) {
-            claims -= TrackedDownloads.files(of: own).filter { $0 == path }.count + (own.partPath == part ? 1 : 0)
+            let files = TrackedDownloads.files(of: own)
+            claims -= files.filter { $0 == path || $0 == part }.count + (own.partPath == part ? 1 : 0) + (own.partPath == path ? 1 : 0)
         }
         if claims > 0 { throw .destinationInUse(path) }
     }
@@ -1504,13 +1508,13 @@ public struct SessionStateMachine: Sendable {
     }
 
     /// The first of `NAME.part`, `NAME.1.part`, `NAME.2.part` … in `directory` (empty: a bare name)
-    /// that no download of the queue owns and that is not in `avoiding`.
+    /// that no download of the queue owns or will write as its file, and that is not in `avoiding`.
     private func freePartPath(in directory: String, for name: String, avoiding: Set<String> = []) -> String {
         var attempt = 0
         while true {
             let partName = FileNaming.partName(for: FileNaming.candidate(name, attempt: attempt))
             let candidate = directory.isEmpty ? partName : Self.join(directory, partName)
-            if downloads.partClaims(candidate) == 0, !avoiding.contains(candidate) { return candidate }
+            if downloads.partClaims(candidate) == 0, downloads.fileClaims(candidate) == 0, !avoiding.contains(candidate) { return candidate }
             attempt += 1
         }
     }

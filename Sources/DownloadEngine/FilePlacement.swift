@@ -17,14 +17,22 @@ enum FilePlacement {
             description = "cannot \(operation) \(TerminalText.sanitize(path)): \(String(cString: strerror(code)))"
         }
 
-        private init(description: String) {
+        private init(description: String, partFileChanged: Bool) {
             self.description = description
-            partFileChanged = true
+            self.partFileChanged = partFileChanged
         }
 
         /// The file at `path` changed (`change`, in words) after the transfer wrote and synced it.
         static func partFileChanged(_ path: String, _ change: String) -> Failure {
-            Failure(description: "the part file \(TerminalText.sanitize(path)) changed after haul wrote it (\(change)): another program wrote or replaced it; not placed, and a retry fetches the file again")
+            Failure(
+                description: "the part file \(TerminalText.sanitize(path)) changed after haul wrote it (\(change)): another program wrote or replaced it; not placed, and a retry fetches the file again",
+                partFileChanged: true
+            )
+        }
+
+        /// The file at `path` is a part file another download (of this queue or another) marked.
+        static func anotherDownloadsPartFile(_ path: String) -> Failure {
+            Failure(description: "\(TerminalText.sanitize(path)) is another download's part file: not replaced (its bytes stay, and so do this file's)", partFileChanged: false)
         }
     }
 
@@ -38,6 +46,9 @@ enum FilePlacement {
     static func place(_ source: String, at destination: Destination, name: String, first: Int = 0, move: Bool) throws(Failure) -> String {
         switch destination {
         case .file(let path):
+            // `-o` names whatever the person wants replaced, but never another download's bytes
+            // between writes (another queue's paused part file: it would resume from this file).
+            if PartFileOwner.mark(path: path) != nil { throw .anotherDownloadsPartFile(path) }
             if move {
                 guard rename(source, path) == 0 else { throw Failure("move the file to", path, errno) }
                 return path

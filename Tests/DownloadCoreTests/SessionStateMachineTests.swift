@@ -747,6 +747,27 @@ import Testing
         }
     }
 
+    /// A file may not be another download's part file, nor its part file another download's file:
+    /// `-o D/a.bin.part` beside a paused download of `a.bin` was placed over its bytes, which then
+    /// resumed from the other file (a tester: a wrong file, exit 0).
+    @Test func aDestinationIsNeverAnotherDownloadsPartFileNorTheOtherWayRound() throws {
+        var m = machine()
+        let (id, _) = try m.schedule(url: URL(string: "http://a.test/a.bin")!, destination: .directory("/d"))
+        _ = try m.pause(id)
+        #expect(m.download(id)?.partPath == "/d/a.bin.part")
+        #expect(throws: Machine.TransitionError.destinationInUse("/d/a.bin.part")) {
+            try m.schedule(url: URL(string: "http://c.test/c.bin")!, destination: .file("/d/a.bin.part"))
+        }
+        let (named, _) = try m.schedule(url: URL(string: "http://e.test/e.bin")!, destination: .file("/d/x.part"))
+        #expect(throws: Machine.TransitionError.destinationInUse("/d/x")) {
+            try m.schedule(url: URL(string: "http://f.test/f.bin")!, destination: .file("/d/x"))
+        }
+        // Into a directory: a part file that is no other download's file.
+        let (other, _) = try m.schedule(url: URL(string: "http://g.test/x")!, destination: .directory("/d"))
+        #expect(m.download(other)?.partPath == "/d/x.1.part")
+        #expect(m.download(named)?.partPath == "/d/x.part.part")
+    }
+
     @Test func directoryDownloadsWithOneNameGetDistinctPartFiles() throws {
         var m = machine()
         let (first, _) = try m.schedule(url: URL(string: "http://a.test/x/file.iso")!, destination: .directory("/d"))

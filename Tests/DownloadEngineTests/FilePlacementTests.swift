@@ -83,6 +83,31 @@ import Darwin
         #expect(read(next) == "another twelfth")
     }
 
+    /// `-o` replaces a file, never one another download marked as its part file (another queue's
+    /// paused bytes would be replaced, and resumed from this file).
+    @Test func anExactPathThatIsAnotherDownloadsPartFileIsNotReplaced() throws {
+        let directory = try TemporaryDirectory("placement")
+        let theirs = directory.path("a.bin.part")
+        try write("their paused bytes", to: theirs)
+        let marked = open(theirs, O_RDWR)
+        try #require(marked >= 0)
+        PartFileOwner.set(marked, to: "another-queue/1")
+        close(marked)
+        let part = directory.path("c.bin.part")
+        try write("the body", to: part)
+        #expect(throws: FilePlacement.Failure.self) {
+            try FilePlacement.place(part, at: .file(theirs), name: "c.bin", move: true)
+        }
+        #expect(read(theirs) == "their paused bytes")
+        #expect(read(part) == "the body")
+        // Unmarked: replaced, as curl -o does.
+        let unmarked = open(theirs, O_RDWR)
+        PartFileOwner.clear(unmarked)
+        close(unmarked)
+        #expect(try FilePlacement.place(part, at: .file(theirs), name: "c.bin", move: true) == theirs)
+        #expect(read(theirs) == "the body")
+    }
+
     /// A part file on another file system cannot be renamed (nor linked) there: it is copied into a
     /// new file and then removed, still never over a file there.
     @Test func aMoveToAnotherFileSystemCopies() throws {
