@@ -1032,6 +1032,7 @@ public actor DownloadSession {
         let owner = PartFileOwner.mark(queue: configuration.queueID, download: id)
         // What the transfer wrote and synced, as it ended (or as a previous process committed it).
         let written = download.completedPaths.isEmpty && download.completedStamps.count == 1 ? download.completedStamps[0] : nil
+        let sync = configuration.syncOnCompletion
         let placed = await FileSync.run { () -> Result<(paths: [String], stamps: [FileStamp]), FilePlacement.Failure> in
             let place = { () -> Result<(paths: [String], stamps: [FileStamp]), FilePlacement.Failure> in
                 // The name must still lead to the file the transfer wrote: another program that
@@ -1078,19 +1079,25 @@ public actor DownloadSession {
             // another queue's file (after a crash, one of the same name and size may be there).
             // Once placed, its queue's mark comes off (the file is the person's): not before, or a
             // placement that fails would leave the bytes unmarked, for another queue to take.
+            let result: Result<(paths: [String], stamps: [FileStamp]), FilePlacement.Failure>
             switch PartFile.holding(source, owner: owner, { fd in
                 let placed = place()
                 if owner != nil, case .success = placed { PartFileOwner.clear(fd) }
                 return placed
             }) {
-            case .done(let placed): return placed
+            case .done(let placed): result = placed
             // Another process writing it may have changed its bytes: the version is forgotten, so a
             // retry trusts none of them (kept as the file is: a retry that found it complete by its
             // length alone could place another's bytes).
             case .busy: return .failure(.partFileChanged(source, "another program is writing it"))
             case .foreign: return .failure(.partFileChanged(source, "another download marked it as its own"))
-            case .unopened: return place()
+            case .unopened: result = place()
             }
+            // The names are durable before a commit says where the files are: a power cut after
+            // `completed` left the file under its part file's name (a tester, with ext4's shutdown
+            // ioctl), and the next run fetched it again beside it.
+            if sync, case .success(let placed) = result { FileSync.syncDirectories(of: placed.paths + [source]) }
+            return result
         }
         switch placed {
         case .success(let placed):

@@ -48,6 +48,22 @@ enum FileSync {
         }
     }
 
+    /// Flushes the directories holding `paths`, each once: the names given or taken in them are
+    /// then durable. A directory that cannot be opened or synced is passed over (the file is in
+    /// place either way; only a power cut could then take its name back).
+    static func syncDirectories(of paths: [String]) {
+        var seen: Set<String> = []
+        for path in paths {
+            guard let slash = path.lastIndex(of: "/") else { continue }
+            let directory = slash == path.startIndex ? "/" : String(path[..<slash])
+            guard seen.insert(directory).inserted else { continue }
+            let descriptor = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+            guard descriptor >= 0 else { continue }
+            _ = fsync(descriptor)
+            close(descriptor)
+        }
+    }
+
     static func syncNow(_ path: String) -> Bool {
         syncError(path) == 0
     }
