@@ -100,8 +100,9 @@ public final class ControlClient: QueueControl {
         try await send(.POST, "/v1/resume-all")
     }
 
-    public func purgePaused() async throws(QueueControlError) {
-        try await send(.POST, "/v1/purge")
+    public func purgePaused(only ids: [DownloadID]?) async throws(QueueControlError) {
+        guard let ids else { return try await send(.POST, "/v1/purge") }
+        try await send(.POST, "/v1/purge", body: Wire.Purge(ids: ids.map(\.rawValue)))
     }
 
     public func setMaxActive(_ count: Int) async throws(QueueControlError) {

@@ -66,7 +66,9 @@ extension ControlServer {
             return await queueCall(nil) { () async throws(QueueControlError) in try await self.queue.resumeAll(); return .done }
         case ["purge"]:
             guard method == .POST else { return Self.wrongMethod(method, allowed: "POST") }
-            return await queueCall(nil) { () async throws(QueueControlError) in try await self.queue.purgePaused(); return .done }
+            let ids: [DownloadID]?
+            do { ids = try Self.purgeIDs(body) } catch { return .failure(.badRequest, error.description) }
+            return await queueCall(nil) { () async throws(QueueControlError) in try await self.queue.purgePaused(only: ids); return .done }
         case ["limit"]:
             guard method == .PUT else { return Self.wrongMethod(method, allowed: "PUT") }
             let limit: Int64?
@@ -192,6 +194,13 @@ extension ControlServer {
         } catch {
             throw BadBody(description: "the body is not valid JSON")
         }
+    }
+
+    /// The downloads of a purge's `{"ids": [N, …]}` body; nil without a body (every paused one).
+    static func purgeIDs(_ body: ByteBuffer) throws(BadBody) -> [DownloadID]? {
+        guard body.readableBytes > 0 else { return nil }
+        let purge: Wire.Purge = try decode(body)
+        return purge.ids.map { DownloadID($0) }
     }
 
     /// The limit of a `{"limit": N}` body, checked: nil for none (null or 0).

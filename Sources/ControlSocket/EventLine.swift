@@ -105,6 +105,11 @@ enum Wire {
         var to: Int
     }
 
+    /// `{"ids": [1, 3]}`: the downloads a purge is for (no body: every paused one).
+    struct Purge: Codable {
+        var ids: [Int64]
+    }
+
     struct MaxActive: Codable {
         var maxActive: Int
 

@@ -26,8 +26,8 @@ public protocol QueueControl: Sendable {
     func move(_ id: DownloadID, to index: Int) async throws(QueueControlError)
     func pauseAll() async throws(QueueControlError)
     func resumeAll() async throws(QueueControlError)
-    /// Discards the data of paused downloads.
-    func purgePaused() async throws(QueueControlError)
+    /// Discards the data of paused downloads: of those of `ids` still paused, or (nil) of all.
+    func purgePaused(only ids: [DownloadID]?) async throws(QueueControlError)
     func setMaxActive(_ count: Int) async throws(QueueControlError)
     /// The limit on all transfers together, in bytes per second (nil: none); stored with the queue.
     func setLimit(_ bytesPerSecond: Int64?) async throws(QueueControlError)

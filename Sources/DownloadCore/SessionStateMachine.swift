@@ -709,11 +709,14 @@ public struct SessionStateMachine: Sendable {
     /// the queue, paused at 0 B and marked purged (its `lastError` says how much went), and a
     /// resume fetches it from zero. A person wanted the space back, not to lose the downloads.
     ///
+    /// `only`: of these downloads alone (those a person was asked about), when they are still
+    /// paused; nil: of every paused one.
+    ///
     /// - Returns: the deletes, and each download purged with the bytes it held.
-    public mutating func purgePaused() -> (actions: [Action], purged: [(DownloadID, Int64)]) {
+    public mutating func purgePaused(only ids: Set<DownloadID>? = nil) -> (actions: [Action], purged: [(DownloadID, Int64)]) {
         var actions: [Action] = []
         var purged: [(DownloadID, Int64)] = []
-        for id in order {
+        for id in order where ids?.contains(id) ?? true {
             guard let (action, freed) = purge(id, why: Download.purgedWords) else { continue }
             actions.append(action)
             purged.append((id, freed))

@@ -340,9 +340,9 @@ public actor DownloadSession {
     ///
     /// - Returns: the bytes freed.
     @discardableResult
-    public func purgePaused() async -> Int64 {
+    public func purgePaused(only ids: Set<DownloadID>? = nil) async -> Int64 {
         guard !isShutDown else { return 0 }
-        let (actions, purged) = machine.purgePaused()
+        let (actions, purged) = machine.purgePaused(only: ids)
         for (id, bytes) in purged {
             configuration.logger.notice("purged", metadata: ["id": "\(id)", "bytes": "\(bytes)", "why": "asked"])
         }

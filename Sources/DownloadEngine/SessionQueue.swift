@@ -76,8 +76,8 @@ public final class SessionQueue: QueueControl {
         await session.resumeAll()
     }
 
-    public func purgePaused() async throws(QueueControlError) {
-        await session.purgePaused()
+    public func purgePaused(only ids: [DownloadID]?) async throws(QueueControlError) {
+        await session.purgePaused(only: ids.map(Set.init))
     }
 
     public func setMaxActive(_ count: Int) async throws(QueueControlError) {

@@ -231,7 +231,7 @@ public struct UIController: Sendable {
             case .remove(let id): try await queue.remove(id)
             case .pauseAll: try await queue.pauseAll()
             case .resumeAll: try await queue.resumeAll()
-            case .purgePaused: try await queue.purgePaused()
+            case .purgePaused(let ids): try await queue.purgePaused(only: ids)
             case .move(let id, let index): try await queue.move(id, to: index)
             case .setMaxActive(let count):
                 try await queue.setMaxActive(count)

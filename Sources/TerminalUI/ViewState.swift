@@ -9,7 +9,8 @@ public enum Command: Sendable, Hashable {
     case remove(DownloadID)
     case pauseAll
     case resumeAll
-    case purgePaused
+    /// The data of these downloads, those still paused (the ones a person was asked about).
+    case purgePaused([DownloadID])
     case move(DownloadID, to: Int)
     case setMaxActive(Int)
     /// The limit on all downloads together, bytes per second (nil: none).
@@ -35,7 +36,8 @@ public enum Command: Sendable, Hashable {
 public struct Confirmation: Sendable, Hashable {
     public enum Kind: Sendable, Hashable {
         case cancel(DownloadID)
-        case purge
+        /// The paused downloads the question counted.
+        case purge([DownloadID])
         case clearCompleted
         /// `q` in a UI attached to a runner: it stops the queue for everyone.
         case stopQueue
@@ -240,12 +242,18 @@ public struct ViewState: Sendable {
             }
             switch confirmation.kind {
             case .cancel(let id): return [.cancel(id)]
-            case .purge:
-                // Said now: the rows show the rest (paused at 0 B, marked purged).
-                let paused = snapshot.downloads.filter { $0.state == .paused }
+            case .purge(let asked):
+                // Only those the question counted, still paused: one paused since (from another
+                // shell) was purged too, bytes nobody agreed to lose (a tester). Said now: the rows
+                // show the rest (paused at 0 B, marked purged).
+                let paused = asked.compactMap { snapshot[$0] }.filter { $0.state == .paused && !$0.isPurged }
                 let bytes = paused.reduce(Int64(0)) { $0 + $1.bytesOnDisk }
+                guard !paused.isEmpty else {
+                    message = StatusMessage("nothing purged: the downloads asked about are no longer paused")
+                    return []
+                }
                 message = StatusMessage("purged \(Self.pausedDownloads(paused.count)): \(Format.bytes(bytes)) freed; \(paused.count == 1 ? "it stays" : "they stay") in the queue")
-                return [.purgePaused]
+                return [.purgePaused(paused.map(\.id))]
             case .clearCompleted: return [.clearCompleted]
             case .stopQueue: return [.quit]
             }
@@ -475,7 +483,7 @@ public struct ViewState: Sendable {
             return
         }
         let bytes = paused.reduce(Int64(0)) { $0 + $1.bytesOnDisk }
-        overlay = .confirm(Confirmation(kind: .purge, question: "Purge \(Self.pausedDownloads(paused.count)) (deletes \(Format.bytes(bytes)) of partial data; \(paused.count == 1 ? "the download stays" : "the downloads stay"))?"))
+        overlay = .confirm(Confirmation(kind: .purge(paused.map(\.id)), question: "Purge \(Self.pausedDownloads(paused.count)) (deletes \(Format.bytes(bytes)) of partial data; \(paused.count == 1 ? "the download stays" : "the downloads stay"))?"))
     }
 
     /// `1 paused download`, `3 paused downloads`: the purge's question and its message.

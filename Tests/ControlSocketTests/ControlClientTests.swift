@@ -59,7 +59,12 @@ import TestSupport
             try await harness.client.pause(first)
             try await harness.client.pause(third)
             try await harness.wait(first) { $0.state == .paused }
-            try await harness.client.purgePaused()
+            try await harness.wait(third) { $0.state == .paused }
+            // Of the downloads named only; then of every paused one.
+            try await harness.client.purgePaused(only: [third])
+            try await harness.wait(third) { $0.lastError?.hasPrefix("purged: ") == true }
+            #expect(try await harness.client.snapshot()[first]?.isPurged == false)
+            try await harness.client.purgePaused(only: nil)
             // Purged, a download stays in the queue, paused at 0 B.
             try await harness.wait(first) { $0.state == .paused && $0.bytesOnDisk == 0 && $0.lastError?.hasPrefix("purged: ") == true }
 

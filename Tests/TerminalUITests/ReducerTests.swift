@@ -93,7 +93,30 @@ import Testing
         }
     }
 
-    @Test func wholeQueueKeys() {
+    /// The purge is of the downloads its question counted: one paused after it was asked (from
+    /// another shell) keeps its bytes. A tester's `y` to `Purge 1 paused download (… 120 KiB …)`
+    /// purged a second one paused meanwhile, 298 KiB in all.
+    @Test func aPurgeIsOfTheDownloadsItsQuestionCounted() throws {
+        var state = state(selecting: 0)
+        let paused = try #require(Fixture.downloads.first { $0.state == .paused })
+        _ = state.handle([.char("X")])
+        var later = state.snapshot
+        let index = try #require(later.downloads.firstIndex { $0.state == .downloading })
+        later.downloads[index].state = .paused
+        state.apply(later)
+        #expect(state.handle([.char("y")]) == [.purgePaused([paused.id])])
+        #expect(state.message?.text == "purged 1 paused download: 47.6 MiB freed; it stays in the queue")
+
+        // Resumed meanwhile: nothing is purged.
+        _ = state.handle([.char("X")])
+        var resumed = state.snapshot
+        for index in resumed.downloads.indices where resumed.downloads[index].state == .paused { resumed.downloads[index].state = .queued }
+        state.apply(resumed)
+        #expect(state.handle([.char("y")]).isEmpty)
+        #expect(state.message?.text == "nothing purged: the downloads asked about are no longer paused")
+    }
+
+    @Test func wholeQueueKeys() throws {
         var state = state(selecting: 0)
         #expect(state.handle([.char("P")]) == [.pauseAll])
         #expect(state.handle([.char("R")]) == [.resumeAll])
@@ -103,7 +126,8 @@ import Testing
             return
         }
         #expect(confirmation.question == "Purge 1 paused download (deletes 47.6 MiB of partial data; the download stays)?")
-        #expect(state.handle([.char("y")]) == [.purgePaused])
+        let paused = try #require(Fixture.downloads.first { $0.state == .paused })
+        #expect(state.handle([.char("y")]) == [.purgePaused([paused.id])])
         #expect(state.message?.text == "purged 1 paused download: 47.6 MiB freed; it stays in the queue")
 
         var nothingPaused = ViewState(snapshot: SessionSnapshot(downloads: [Fixture.downloads[0]], maxActive: 3))

@@ -75,7 +75,7 @@ import TestSupport
         func move(_ id: DownloadID, to index: Int) async throws(QueueControlError) { record("move \(id) \(index)") }
         func pauseAll() async throws(QueueControlError) { record("pauseAll") }
         func resumeAll() async throws(QueueControlError) { record("resumeAll") }
-        func purgePaused() async throws(QueueControlError) { record("purge") }
+        func purgePaused(only ids: [DownloadID]?) async throws(QueueControlError) { record("purge") }
         func setMaxActive(_ count: Int) async throws(QueueControlError) { record("maxActive \(count)") }
         func stop() async throws(QueueControlError) { record("stop") }
         func setLimit(_ bytesPerSecond: Int64?) async throws(QueueControlError) { record("limit \(bytesPerSecond ?? 0)") }
