@@ -203,12 +203,28 @@ final class PartFile {
         let slash = path.lastIndex(of: "/")
         let directory = slash.map { $0 == path.startIndex ? "/" : String(path[..<$0]) } ?? "."
         let name = slash.map { String(path[path.index(after: $0)...]) } ?? path
-        let temporary = (slash == nil ? "" : directory + "/") + FileNaming.partName(for: name, suffix: ".new")
-        // A leftover is removed, not reused: it would keep its extended attributes (another
-        // queue's mark). Not behind `DirectoryLock`: the removal may free its blocks.
-        unlink(temporary)
-        let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-        guard fd >= 0 else { return .failure(Failure(operation: "create", path: temporary, code: errno)) }
+        // Made anew (never reused: it would keep another's extended attributes). A file of that
+        // name is removed only when it is this download's own leftover (its mark: a crash between
+        // its write and its rename); anything else there is left alone and the next name taken
+        // (a tester's `NAME.part.new`, a person's, was deleted). Not behind `DirectoryLock`: the
+        // removal may free its blocks.
+        var temporary = ""
+        var fd: Int32 = -1
+        var attempt = 0
+        var removed = false
+        while fd < 0 {
+            temporary = (slash == nil ? "" : directory + "/") + FileNaming.partName(for: name, suffix: attempt == 0 ? ".new" : ".new\(attempt)")
+            fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+            if fd >= 0 { break }
+            let code = errno
+            guard code == EEXIST, attempt < 100 else { return .failure(Failure(operation: "create", path: temporary, code: code)) }
+            if !removed, let owner, PartFileOwner.mark(path: temporary) == owner {
+                removed = true
+                if unlink(temporary) == 0 { continue }
+            }
+            attempt += 1
+            removed = false
+        }
         func fail(_ operation: String) -> Result<Void, Failure> {
             let code = errno
             closeDescriptor(fd)

@@ -91,6 +91,28 @@ import Darwin
         writer.close()
     }
 
+    /// A restart writes the new version's first bytes beside the part file first: a file of that
+    /// name that is not this download's leftover is left alone (a tester's `f.bin.part.new`, a
+    /// person's, was deleted); its own leftover (a crash before the rename) is made anew.
+    @Test func aRestartLeavesAFileBesideThePartFileThatIsNotItsOwn() throws {
+        let (path, directory) = try paused(by: "queue-a", 4096)
+        let persons = directory.path("f.bin.part.new")
+        #expect(FileManager.default.createFile(atPath: persons, contents: Data("notes\n".utf8)))
+        let leftover = directory.path("f.bin.part.new1")
+        #expect(FileManager.default.createFile(atPath: leftover, contents: Data("half".utf8)))
+        let marked = open(leftover, O_RDWR)
+        PartFileOwner.set(marked, to: "queue-a")
+        close(marked)
+        guard case .success = PartFile.replace(path, with: Array("a new version".utf8), owner: "queue-a") else {
+            Issue.record("the part file was not replaced")
+            return
+        }
+        #expect(FileManager.default.contents(atPath: path) == Data("a new version".utf8))
+        #expect(FileManager.default.contents(atPath: persons) == Data("notes\n".utf8), "the person's file is untouched")
+        let names = Set((try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? [])
+        #expect(names == ["f.bin.part", "f.bin.part.new"], "the own leftover was used and renamed: \(names)")
+    }
+
     @Test func anotherQueuesPartFileIsNotRemovedCutOrReplaced() throws {
         let (path, directory) = try paused(by: "queue-a", 4096)
         #expect(!FileSync.removePart(path, owner: "queue-b"))
