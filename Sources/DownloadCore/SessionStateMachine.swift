@@ -412,8 +412,14 @@ public struct SessionStateMachine: Sendable {
         if let problem = QueueLimits.rateProblem(limit, "the limit") { throw .invalidArgument(problem) }
         let limit = QueueLimits.rate(limit)
         if let existing = (byKey[key] ?? []).first(where: { id in
-            guard let state = downloads[id]?.state else { return false }
-            return state.isPending || state == .paused || isFailed(state)
+            guard let download = downloads[id] else { return false }
+            let state = download.state
+            // Completed and still being placed, for this destination: its file is on its way to
+            // its name. A tester's `haul start -i` at that moment made a second row, fetched again
+            // into `NAME.1`.
+            let placingHere = state == .completed && placing.contains(id)
+                && (download.destination == destination || download.extraDestinations.contains(destination))
+            return state.isPending || state == .paused || isFailed(state) || placingHere
         }), var download = downloads[existing] {
             if let checksum = options.checksum, let current = download.options.checksum, current != checksum {
                 // Said with the way out (found by use: a wrong checksum seemed final).

@@ -739,6 +739,26 @@ import Testing
         #expect(again != id)
     }
 
+    /// A URL asked for again while its finished file is being placed joins the download (the file
+    /// is on its way to its name): `haul start -i` at that moment made a second row, fetched again
+    /// into `NAME.1` (a tester). Once placed, a completed row is not joined (what its file became
+    /// decides whether it is fetched again), and another destination makes a row of its own.
+    @Test func aURLAskedForWhileItsFileIsPlacedJoinsTheDownload() throws {
+        var m = machine()
+        let (id, attempt) = try started(&m)
+        _ = m.transferFinished(id, attempt: attempt, outcome: .completed, bytesOnDisk: 1, now: now, jitter: 0)
+        #expect(m.placing.contains(id))
+        let (joined, actions) = try m.schedule(url: url, destination: .file("/d/file.bin"))
+        #expect(joined == id)
+        #expect(!actions.contains { if case .startTransfer = $0 { true } else { false } })
+        #expect(m.order == [id])
+        let (elsewhere, _) = try m.schedule(url: url, destination: .file("/e/file.bin"))
+        #expect(elsewhere != id)
+        _ = m.finalized(id, paths: ["/d/file.bin"])
+        let (again, _) = try m.schedule(url: url, destination: .file("/d/file.bin"))
+        #expect(again != id)
+    }
+
     @Test func twoURLsCannotShareADestination() throws {
         var m = machine()
         _ = try started(&m)
