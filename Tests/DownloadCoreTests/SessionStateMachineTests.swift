@@ -735,6 +735,8 @@ import Testing
         var m = machine()
         let (id, attempt) = try started(&m)
         _ = m.transferFinished(id, attempt: attempt, outcome: .completed, bytesOnDisk: 1, now: now, jitter: 0)
+        // Placed (while it is placed, it is joined: `aURLAskedForWhileItsFileIsPlacedJoinsTheDownload`).
+        _ = m.finalized(id, paths: ["/d/file.bin"])
         let (again, _) = try m.schedule(url: url, destination: .file("/d/file.bin"))
         #expect(again != id)
     }
