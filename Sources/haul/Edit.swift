@@ -207,7 +207,10 @@ extension QueueEditCommand {
                 throw LiveQueue.refused(error)
             }
         }
-        for id in targets { print("\(Self.done) \(id)") }
+        // Each with the state the runner holds it in now: a resume of a downloading row said
+        // `queued` (a tester), and one that started at once is downloading.
+        let after = try? await client.snapshot()
+        for id in targets { print("\(after?[id]?.state.word ?? Self.done) \(id)") }
         for note in notes { print(note) }
     }
 }

@@ -113,7 +113,7 @@ import TestSupport
             #expect(try await haul(["pause", "3"], in: directory, state: state).stdout == "paused 3\n")
             let resume = try await haul(["resume", "3"], in: directory, state: state)
             #expect(resume.status == 0, "\(resume.stderr)")
-            #expect(resume.stdout == "queued 3\n[2] back to queued with its bytes, to make room for 3\n")
+            #expect(resume.stdout == "downloading 3\n[2] back to queued with its bytes, to make room for 3\n", "said as it runs now")
             let rows = try await CLI.list(state: state, in: directory)
             #expect(rows.map { $0["state"] as? String } == ["waiting", "queued", "downloading"], "\(rows)")
             #expect((rows[1]["bytes"] as? NSNumber)?.int64Value ?? 0 > 0, "a kept its bytes")
