@@ -27,10 +27,13 @@ public struct JournalFailure: Error, CustomStringConvertible, Sendable, Hashable
     public var description: String
     /// Whether trying again soon may succeed (a busy database), unlike a full or read-only disk.
     public var transient: Bool
+    /// The disk holding the queue is full or failing: no bad input (a command exits 1).
+    public var diskFault: Bool
 
-    public init(_ description: String, transient: Bool = false) {
+    public init(_ description: String, transient: Bool = false, diskFault: Bool = false) {
         self.description = description
         self.transient = transient
+        self.diskFault = diskFault
     }
 }
 

@@ -334,7 +334,7 @@ public struct AppDatabase: QueueJournal, Sendable {
             historyCounts.update(counts, removed: batch.flatMap(\.removed))
         } catch let error as DatabaseError {
             RawStatement.settle(writer)
-            throw JournalFailure(Self.describe(error), transient: [.SQLITE_BUSY, .SQLITE_LOCKED].contains(error.resultCode))
+            throw JournalFailure(Self.describe(error), transient: [.SQLITE_BUSY, .SQLITE_LOCKED].contains(error.resultCode), diskFault: Self.isDiskFault(error))
         } catch {
             RawStatement.settle(writer)
             // Not SQLite's refusal (a record that cannot be encoded …): said in haul's words.

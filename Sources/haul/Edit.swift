@@ -39,7 +39,7 @@ struct QueueEditor {
 
     /// Commits every change in one transaction (each row keeps the boot of its checkpoint), then
     /// deletes the part files of cancelled downloads.
-    mutating func commit() throws(UsageError) {
+    mutating func commit() throws {
         let touched = machine.takeTouched()
         let stored = store.queue
         let currentBoot = BootID.current()
@@ -64,6 +64,8 @@ struct QueueEditor {
         do {
             try store.database.commit(batch: batch)
         } catch {
+            // A full or failing disk is no bad input: exit 1, as when the queue is opened.
+            if (error as? JournalFailure)?.diskFault == true { throw DiskFault(message: "cannot write the queue: \(error); nothing changed") }
             throw UsageError(message: "cannot write the queue: \(error)")
         }
         // Never a part file another process is writing, or another queue's of the same name.
@@ -110,6 +112,7 @@ struct Add: AsyncParsableCommand {
         let settings = try add.apply(to: state.settings())
         let requests = try add.requests(settings, requireURL: true)
         if let (_, client) = await LiveQueue.attach(try state.resolvedPath(settings)) {
+            try await LiveQueue.checkSaved(client)
             do throws(QueueControlError) {
                 let scheduled = try await client.schedule(requests)
                 let snapshot = try await client.snapshot()
@@ -184,6 +187,7 @@ extension QueueEditCommand {
         } catch {
             throw LiveQueue.refused(error)
         }
+        try LiveQueue.checkSaved(snapshot)
         // All or nothing, as offline: every id is tried on the queue as it is now first.
         var machine = SessionStateMachine(configuration: .init(startsTransfers: false))
         machine.restore(snapshot.downloads, nextID: 1, holdPending: true)

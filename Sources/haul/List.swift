@@ -30,6 +30,10 @@ struct List: AsyncParsableCommand {
             }
             let live = StoredQueue(downloads: snapshot.downloads)
             print(json ? Self.json(live, live: true) : Self.table(live), terminator: "")
+            // The rows are the runner's, not the queue's on disk: said when they cannot be saved.
+            if let unsaved = snapshot.unsaved {
+                FileHandle.standardError.write(Data("haul: \(unsaved): these rows are not saved; the bytes on disk are kept\n".utf8))
+            }
             return
         }
         let queue: StoredQueue

@@ -43,6 +43,22 @@ enum LiveQueue {
     }
 
     /// The reason a refused request gives, for commands: exit 2 with it.
+    /// Refuses a change the runner could not save: its queue's disk is full or failing (a tester:
+    /// `haul add` and `haul pause` said they were done, exit 0, and were gone after the stop).
+    static func checkSaved(_ snapshot: SessionSnapshot) throws(DiskFault) {
+        if let unsaved = snapshot.unsaved { throw DiskFault(message: "\(unsaved); nothing changed") }
+    }
+
+    static func checkSaved(_ client: ControlClient) async throws {
+        let snapshot: SessionSnapshot
+        do {
+            snapshot = try await client.snapshot()
+        } catch {
+            throw refused(error)
+        }
+        try checkSaved(snapshot)
+    }
+
     static func refused(_ error: QueueControlError) -> any Error {
         switch error.kind {
         case .refused: UsageError(message: error.description)

@@ -94,6 +94,37 @@ import TestSupport
         }
     }
 
+    /// A runner whose queue cannot be saved refuses changes sent from other shells (a tester:
+    /// `haul add` and `haul pause` said they were done, exit 0, and were gone after the stop); its
+    /// list says the rows are not saved.
+    @Test func aRunnerThatCannotSaveItsQueueRefusesChangesFromOtherShells() async throws {
+        try await Self.withDisk(megabytes: 2) { server, directory, disk in
+            var faults = Faults()
+            faults.throttleBytesPerSecond = 256 * 1024
+            server.serve("/f.bin", size: 16 * 1024 * 1024, faults: faults)
+            server.serve("/e.bin", size: 1_000)
+            let state = disk + "/.state"
+            let started = try await HaulProcess(["start", server.url("/f.bin").absoluteString, "-d", directory], in: directory, state: state).wait()
+            #expect(started.status == 0, "\(started.stderr)")
+            #expect(try await eventually("the download runs") { (fileLength(directory + "/f.bin.part") ?? 0) > 64 * 1024 })
+            _ = try await ChildProcess.run("/bin/dd", ["if=/dev/zero", "of=\(disk)/filler", "bs=64k"], in: "/")
+            // A checkpoint finds the disk full within a second or two.
+            #expect(try await eventually(timeout: 20, "the runner finds its queue unsaved", every: .milliseconds(200)) {
+                (try? await HaulProcess(["list"], in: directory, state: state).wait().stderr.contains("cannot save the queue")) == true
+            })
+            let added = try await HaulProcess(["add", server.url("/e.bin").absoluteString, "-d", directory], in: directory, state: state).wait()
+            #expect(added.status == 1)
+            #expect(added.stderr == "haul: error: cannot save the queue: the disk holding the queue is full; nothing changed\n", "\(added.stderr)")
+            let paused = try await HaulProcess(["pause", "1"], in: directory, state: state).wait()
+            #expect(paused.status == 1, "\(paused.stdout) \(paused.stderr)")
+            let listed = try await HaulProcess(["list"], in: directory, state: state).wait()
+            #expect(!listed.stdout.contains("e.bin"), "nothing added: \(listed.stdout)")
+            #expect(listed.stderr.contains("these rows are not saved"), "\(listed.stderr)")
+            unlink(disk + "/filler")
+            _ = try await HaulProcess(["stop"], in: directory, state: state).wait()
+        }
+    }
+
     /// A queue that cannot even be opened, its disk full: one line, exit 1 (no bad input; found by
     /// use: it said 2, which is bad input's).
     @Test func aQueueWhoseDiskIsFullAtTheStartExitsOne() async throws {
