@@ -398,10 +398,23 @@ public enum ResumeRules {
         return "206 without the ETag or Last-Modified the file had: nothing shows it is the same version"
     }
 
+    /// The resource's length when a 206 carries all of it: `bytes 0-(T-1)/T`, its body T bytes.
+    private static func wholeBody(_ response: ResponseFacts) -> Int64? {
+        guard let header = response.contentRange, let contentRange = ContentRange(header), let range = contentRange.range,
+              let total = contentRange.total, range.lowerBound == 0, range.upperBound == total - 1,
+              response.contentLength.map({ $0 == total }) ?? true else { return nil }
+        return total
+    }
+
     private static func decide206(
         plan: RequestPlan, response: ResponseFacts, knownTotal: Int64?, validators: Validators
     ) -> ResponseDecision {
         guard case .resume(let offset, let ifRange) = plan else {
+            // The whole resource as a 206 (`bytes 0-(T-1)/T`) is its 200, as curl and wget take it
+            // (a tester's server); any other part of it, asked for by nobody, is refused.
+            if case .fresh = plan, let whole = wholeBody(response) {
+                return .write(offset: 0, total: whole, disposition: dispositionOf200(plan: plan, response: response, validators: validators))
+            }
             return .fail(reason: "\(response.statusText) for a request without Range")
         }
         guard let header = response.contentRange, let contentRange = ContentRange(header),
