@@ -1268,7 +1268,10 @@ public struct SessionStateMachine: Sendable {
     /// next request finds this one, completed again, with its new stamps.
     ///
     /// `seen`: the requester whose file was found changed, and its stamp then.
-    public mutating func fetchAgain(_ id: DownloadID, seen: (index: Int, stamp: FileStamp)? = nil) throws(TransitionError) -> [Action] {
+    /// `checksum`: the one the new version must match (asked with the request that fetches it again).
+    public mutating func fetchAgain(
+        _ id: DownloadID, seen: (index: Int, stamp: FileStamp)? = nil, checksum: Checksum? = nil
+    ) throws(TransitionError) -> [Action] {
         var download = try existing(id)
         guard download.state == .completed, !download.completedPaths.isEmpty else {
             throw .illegal(id, state: download.state.word, intent: "fetch again")
@@ -1285,7 +1288,8 @@ public struct SessionStateMachine: Sendable {
         download.state = .queued
         download.lastStatus = nil
         download.failedAttempts = 0
-        note(id, .added, "fetched again: its file changed on disk")
+        if let checksum { download.options.checksum = checksum }
+        note(id, .added, checksum == nil ? "fetched again: its file changed on disk" : "fetched again: its file does not match the checksum asked for")
         // Another download may have taken the part file's name since this one completed.
         if downloads.partClaims(download.partPath) > 0 {
             download.partPath = partPath(for: download.url, destination: download.destination)
@@ -1539,6 +1543,20 @@ public struct SessionStateMachine: Sendable {
         case .directory(let directory):
             return freePartPath(in: directory, for: FileNaming.name(for: download.url), avoiding: foreignParts)
         }
+    }
+
+    /// Of the names a placement of `name` in `directory` tries (`first`, then `name`, `name.1` …, the
+    /// first `count`), those another download of the queue holds: its part file, or the exact file
+    /// it will write. A placement never takes one (a tester: a file placed as `x.iso.part` beside a
+    /// paused download of `x.iso` whose part file a person had deleted was resumed from, a wrong
+    /// file; one placed as `report.pdf` was replaced by a queued `-o report.pdf`).
+    public func claimedNames(in directory: String, name: String, first: Int, count: Int = 64) -> Set<String> {
+        var claimed: Set<String> = []
+        for attempt in [first] + Array(0..<count) {
+            let path = Self.join(directory, FileNaming.candidate(name, attempt: attempt))
+            if downloads.partClaims(path) > 0 || downloads.fileClaims(path) > 0 { claimed.insert(path) }
+        }
+        return claimed
     }
 
     /// The part file beside the file at `path`: `path.part`, or a shorter name when that one would

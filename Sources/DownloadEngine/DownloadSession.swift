@@ -209,7 +209,7 @@ public actor DownloadSession {
         var refusal: TransitionError?
         for request in requests {
             // A file this requester already has is not fetched again; one that changed is.
-            switch await completedFile(request.url, for: request.destination) {
+            switch await completedFile(request.url, for: request.destination, asked: request.options.checksum) {
             case .none:
                 break
             case .have(let id):
@@ -221,9 +221,9 @@ public actor DownloadSession {
                 ids.append(id)
                 notes.append((id, note))
                 continue
-            case .changed(let id, let note, let index, let seen):
+            case .changed(let id, let note, let index, let seen, let checksum):
                 do {
-                    actions += try machine.fetchAgain(id, seen: (index, seen))
+                    actions += try machine.fetchAgain(id, seen: (index, seen), checksum: checksum)
                     ledger.emptied(id)
                     configuration.logger.notice("fetch again", metadata: ["id": "\(id)", "why": "\(note)"])
                     ids.append(id)
@@ -258,15 +258,17 @@ public actor DownloadSession {
         case kept(DownloadID, note: String)
         /// The file changed (size or modification time): fetched again, and said so. `seen` is the
         /// changed file's stamp (requester `index`), which it must still have to be replaced.
-        case changed(DownloadID, note: String, index: Int, seen: FileStamp)
+        case changed(DownloadID, note: String, index: Int, seen: FileStamp, checksum: Checksum? = nil)
     }
 
     /// The completed download of `url` for this requester, and whether its file is still the one
     /// placed: same size and modification time as when it was completed, or, with a checksum, the
     /// same digest.
     ///
-    /// A file truncated or replaced after completion must never be reported `completed` again.
-    private func completedFile(_ url: URL, for destination: Destination) async -> CompletedFile {
+    /// A file truncated or replaced after completion must never be reported `completed` again;
+    /// nor one that misses a checksum `asked` now that it was never checked against (a tester: the
+    /// old version was reported completed, exit 0, for the new version's digest).
+    private func completedFile(_ url: URL, for destination: Destination, asked: Checksum?) async -> CompletedFile {
         guard let done = machine.completedDownload(of: url, for: destination) else { return .none }
         let requesters = [done.destination] + done.extraDestinations
         guard let index = requesters.firstIndex(of: destination), index < done.completedPaths.count else { return .none }
@@ -274,8 +276,19 @@ public actor DownloadSession {
         guard let now = FileSync.stamp(path) else { return .none }
         // Completed before stamps were kept: its length was the file's size.
         let placed = index < done.completedStamps.count ? done.completedStamps[index] : FileStamp(size: done.bytesOnDisk, modified: nil)
-        guard let change = placed.change(to: now) else { return .have(done.id) }
         let shown = TerminalText.sanitize(path)
+        if let asked, asked != done.options.checksum {
+            // Reads the whole file: only for a checksum it was never checked against.
+            guard await FileDigest.hex(of: path, asked.algorithm) == asked.hex else {
+                return .changed(
+                    done.id, note: "\(shown) does not match the \(asked.algorithm.rawValue) asked for: fetching it again", index: index, seen: now,
+                    checksum: asked
+                )
+            }
+            if placed.change(to: now) != nil { machine.restamp(done.id, index: index, now) }
+            return .have(done.id)
+        }
+        guard let change = placed.change(to: now) else { return .have(done.id) }
         if let checksum = done.options.checksum {
             // Reads the whole file: only for a file whose stamp says it changed.
             if await FileDigest.hex(of: path, checksum.algorithm) == checksum.hex {
@@ -1033,6 +1046,12 @@ public actor DownloadSession {
         // What the transfer wrote and synced, as it ended (or as a previous process committed it).
         let written = download.completedPaths.isEmpty && download.completedStamps.count == 1 ? download.completedStamps[0] : nil
         let sync = configuration.syncOnCompletion
+        // Per directory of a destination: the names other downloads of the queue hold.
+        var holds: [String: Set<String>] = [:]
+        for case .directory(let directory) in destinations where holds[directory] == nil {
+            holds[directory] = machine.claimedNames(in: directory, name: name, first: first)
+        }
+        let claimed = holds
         let placed = await FileSync.run { () -> Result<(paths: [String], stamps: [FileStamp]), FilePlacement.Failure> in
             let place = { () -> Result<(paths: [String], stamps: [FileStamp]), FilePlacement.Failure> in
                 // The name must still lead to the file the transfer wrote: another program that
@@ -1064,9 +1083,11 @@ public actor DownloadSession {
                             extras.append(earlier)
                             continue
                         }
-                        extras.append(try FilePlacement.place(source, at: extra, name: name, move: false))
+                        let avoid = if case .directory(let directory) = extra { claimed[directory] ?? [] } else { Set<String>() }
+                        extras.append(try FilePlacement.place(source, at: extra, name: name, claimed: avoid, move: false))
                     }
-                    let primary = try FilePlacement.place(source, at: primaryTarget, name: name, first: first, move: true)
+                    let avoid = if case .directory(let directory) = primaryTarget { claimed[directory] ?? [] } else { Set<String>() }
+                    let primary = try FilePlacement.place(source, at: primaryTarget, name: name, first: first, claimed: avoid, move: true)
                     let paths = [primary] + extras
                     // Taken after the move: what a later request compares the files with.
                     return .success((paths, paths.compactMap(FileSync.stamp)))

@@ -43,7 +43,10 @@ enum FilePlacement {
     /// with `link(2)` so that no other process can take it between the check and the write. With
     /// `move` the source goes away; otherwise the requester gets a hard link, or a copy where links
     /// are impossible.
-    static func place(_ source: String, at destination: Destination, name: String, first: Int = 0, move: Bool) throws(Failure) -> String {
+    /// Names in `claimed` (another download's part file or exact destination) are passed over.
+    static func place(
+        _ source: String, at destination: Destination, name: String, first: Int = 0, claimed: Set<String> = [], move: Bool
+    ) throws(Failure) -> String {
         switch destination {
         case .file(let path):
             // `-o` names whatever the person wants replaced, but never another download's bytes
@@ -71,6 +74,7 @@ enum FilePlacement {
             var renames = move
             for attempt in attempts(first: first) {
                 let candidate = join(directory, FileNaming.candidate(name, attempt: attempt))
+                if claimed.contains(candidate) { continue }
                 if renames {
                     if DirectoryLock.change(candidate, { haul_rename_noreplace(source, candidate) }) == 0 { return candidate }
                     if errno == EEXIST { continue }

@@ -525,6 +525,77 @@ import TestSupport
         }
     }
 
+    /// A completed URL asked for again with a checksum its file was never checked against: the file
+    /// is checked now. A tester's new version's digest got the old file reported completed, exit 0.
+    @Test func aCompletedFileIsCheckedAgainstAChecksumAskedLater() async throws {
+        try await Harness.with { h in
+            h.server.serve("/rel.iso", size: 40_000)
+            let target = Destination.directory(h.directory)
+            let id = try await h.session.schedule(h.server.url("/rel.iso"), to: target)
+            _ = try await h.waitCompleted(id)
+            let old = h.server.sha256("/rel.iso")
+            // The same file's digest: nothing is fetched.
+            let same = try await h.session.schedule(h.server.url("/rel.iso"), to: target, options: RequestOptions(checksum: Checksum(algorithm: .sha256, hex: old)))
+            #expect(same == id)
+            #expect(h.gets("/rel.iso").count == 1)
+            // The new version's digest: fetched again into its place, and checked.
+            h.server.change("/rel.iso")
+            let new = h.server.sha256("/rel.iso")
+            let again = try await h.session.schedule(h.server.url("/rel.iso"), to: target, options: RequestOptions(checksum: Checksum(algorithm: .sha256, hex: new)))
+            #expect(again == id)
+            let done = try await h.wait(id) { $0.state == .completed && !$0.completedPaths.isEmpty && h.gets("/rel.iso").count == 2 }
+            #expect(done.completedPath == h.path("rel.iso"))
+            #expect(sha256(ofFile: h.path("rel.iso")) == new)
+            // A digest nothing matches: fetched again, and fails saying both; the old file stays.
+            let wrong = String(repeating: "0", count: 64)
+            _ = try await h.session.schedule(h.server.url("/rel.iso"), to: target, options: RequestOptions(checksum: Checksum(algorithm: .sha256, hex: wrong)))
+            let failed = try await h.wait(id) { $0.state.isFinished && h.gets("/rel.iso").count == 3 }
+            guard case .failed(let reason) = failed.state else {
+                Issue.record("ended \(failed.state)")
+                return
+            }
+            #expect(reason.contains("expected \(wrong)"), "\(reason)")
+            #expect(sha256(ofFile: h.path("rel.iso")) == new, "the file there stays as it was")
+        }
+    }
+
+    /// A placement into a directory never takes a name another download of the queue holds: the
+    /// exact file a queued `-o` will write (it replaced the placed file: two rows at one file, a
+    /// wrong one), or a paused download's part file name (it resumed from the placed file).
+    @Test func aPlacementPassesOverNamesOtherDownloadsHold() async throws {
+        try await Harness.with { h in
+            var held = Faults()
+            held.holdAt = [1_000]
+            h.server.serve("/a/report.pdf", size: 2_000)
+            h.server.serve("/b/report.pdf", size: 50_000, faults: held)
+            h.server.serve("/c/x.iso", size: 300_000, faults: held)
+            h.server.serve("/d/x.iso.part", size: 3_000)
+            let exact = try await h.session.schedule(h.server.url("/b/report.pdf"), to: .file(h.path("report.pdf")))
+            let intoDirectory = try await h.session.schedule(h.server.url("/a/report.pdf"), to: .directory(h.directory))
+            let quick = try await h.waitCompleted(intoDirectory)
+            #expect(quick.completedPath == h.path("report.pdf.1"), "not the -o download's file")
+            h.server.release("/b/report.pdf")
+            let slow = try await h.waitCompleted(exact)
+            #expect(slow.completedPath == h.path("report.pdf"))
+            #expect(sha256(ofFile: h.path("report.pdf")) == h.server.sha256("/b/report.pdf"))
+            #expect(sha256(ofFile: h.path("report.pdf.1")) == h.server.sha256("/a/report.pdf"))
+
+            // x.iso paused with bytes; its part file's name is not free for another's file.
+            let iso = try await h.session.schedule(h.server.url("/c/x.iso"), to: .directory(h.directory))
+            try await h.wait(iso) { $0.bytesOnDisk > 0 || FileManager.default.fileExists(atPath: h.path("x.iso.part")) }
+            try await h.session.pause(iso)
+            h.server.release("/c/x.iso")
+            unlink(h.path("x.iso.part"))
+            let named = try await h.session.schedule(h.server.url("/d/x.iso.part"), to: .directory(h.directory))
+            let placed = try await h.waitCompleted(named)
+            #expect(placed.completedPath == h.path("x.iso.part.1"))
+            try await h.session.resume(iso)
+            _ = try await h.waitCompleted(iso)
+            #expect(sha256(ofFile: h.path("x.iso")) == h.server.sha256("/c/x.iso"))
+            #expect(sha256(ofFile: h.path("x.iso.part.1")) == h.server.sha256("/d/x.iso.part"))
+        }
+    }
+
     @Test func aLongQueueThrottlesItsSnapshotsButAlwaysShowsTheLastChange() async throws {
         try await Harness.with({ $0.maxActive = 16 }) { h in
             // 1,000 in the queue: transfer events are shown at most every 50 ms
