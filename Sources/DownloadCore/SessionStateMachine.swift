@@ -69,8 +69,10 @@ public struct SessionStateMachine: Sendable {
         case startTransfer(TransferOrder)
         /// Stop the attempt and keep every byte it wrote.
         case stopTransfer(DownloadID, AttemptID)
-        /// Delete the part file (cancel and purge only).
-        case deletePartFile(DownloadID, path: String)
+        /// Delete the part file (cancel and purge only). `onlyMarked`: the download has no bytes of
+        /// its own (`Download.hasBytesOfItsOwn`), so only a file carrying its mark is its own; an
+        /// unmarked one there is a person's or another's (a tester's cancel deleted it).
+        case deletePartFile(DownloadID, path: String, onlyMarked: Bool = false)
         /// Move the finished part file to its destination(s), then report `finalized` or
         /// `finalizeFailed`. The download holds no transfer slot meanwhile (`placing`).
         case finalize(DownloadID)
@@ -607,6 +609,7 @@ public struct SessionStateMachine: Sendable {
     /// Stops a download and deletes its partial data: the only intent that throws bytes away.
     public mutating func cancel(_ id: DownloadID) throws(TransitionError) -> [Action] {
         var download = try existing(id)
+        let ownBytes = download.hasBytesOfItsOwn
         var actions: [Action] = []
         switch download.state {
         case .cancelled:
@@ -632,7 +635,7 @@ public struct SessionStateMachine: Sendable {
         download.bytesPerSecond = 0
         downloads[id] = download
         note(id, .cancelled, "cancelled: its partial data deleted")
-        actions.append(.deletePartFile(id, path: download.partPath))
+        actions.append(.deletePartFile(id, path: download.partPath, onlyMarked: !ownBytes))
         return actions + startEligible()
     }
 
@@ -735,13 +738,14 @@ public struct SessionStateMachine: Sendable {
         // Purged already and nothing fetched since: its note says what went.
         guard var download = downloads[id], download.state == .paused, !download.isPurged else { return nil }
         let freed = download.bytesOnDisk
+        let ownBytes = download.hasBytesOfItsOwn
         download.forgetVersion()
         download.bytesPerSecond = 0
         download.pausedByShutdown = false
         download.lastError = "\(why): \(Format.bytes(freed)) of partial data discarded; resuming fetches it from zero"
         downloads[id] = download
         note(id, .paused, download.lastError ?? why)
-        return (.deletePartFile(id, path: download.partPath), freed)
+        return (.deletePartFile(id, path: download.partPath, onlyMarked: !ownBytes), freed)
     }
 
     // MARK: Disk space

@@ -609,7 +609,7 @@ public actor DownloadSession {
                 guard let running = transfers[id], running.attempt == attempt else { continue }
                 running.task.cancel()
                 waits.append(running.task)
-            case .deletePartFile(let id, let path):
+            case .deletePartFile(let id, let path, let onlyMarked):
                 // On the file-work threads: removing a large file frees its blocks, which can take
                 // most of a second, never on the cooperative pool's few threads.
                 let logger = configuration.logger
@@ -617,7 +617,7 @@ public actor DownloadSession {
                 waits.append(enqueueFileWork(on: path) {
                     // Left where another program writes it, or another download marked it (a file of
                     // the same name).
-                    if await !FileSync.run({ FileSync.removePart(path, owner: owner) }) {
+                    if await !FileSync.run({ FileSync.removePart(path, owner: owner, onlyMarked: onlyMarked) }) {
                         logger.notice("part file left", metadata: ["path": "\(path)", "why": "another program is writing it, another download marked it, or it cannot be removed"])
                     }
                 })

@@ -120,8 +120,13 @@ enum FileSync {
     /// deletes its download's bytes, never another's of a part file of the same name in the same
     /// directory (another queue's, or kept bytes of one removed). False when it was left.
     @discardableResult
-    static func removePart(_ path: String, owner: String?) -> Bool {
-        switch PartFile.holding(path, owner: owner, { _ in unlink(path) == 0 }) {
+    /// `onlyMarked`: only a file carrying `owner`'s mark is removed (the download has no bytes of its
+    /// own, so an unmarked file there is not its own).
+    static func removePart(_ path: String, owner: String?, onlyMarked: Bool = false) -> Bool {
+        switch PartFile.holding(path, owner: owner, { fd in
+            if onlyMarked, owner == nil || PartFileOwner.mark(fd: fd, path: path) != owner { return false }
+            return unlink(path) == 0
+        }) {
         case .done(let removed): removed
         case .busy, .foreign: false
         case .unopened(let code): code == ENOENT

@@ -297,7 +297,7 @@ public enum PartFileRemoval {
     /// Removes the part file at `path` of download `download` of queue `queue`, unless another
     /// process is writing it or another download marked it; false when it stays.
     @discardableResult
-    public static func remove(_ path: String, of download: DownloadID, queue: String?) -> Bool {
-        FileSync.removePart(path, owner: PartFileOwner.mark(queue: queue, download: download))
+    public static func remove(_ path: String, of download: DownloadID, queue: String?, onlyMarked: Bool = false) -> Bool {
+        FileSync.removePart(path, owner: PartFileOwner.mark(queue: queue, download: download), onlyMarked: onlyMarked)
     }
 }

@@ -14,7 +14,7 @@ struct QueueEditor {
     let store: OpenStore
     var machine: SessionStateMachine
     /// Part files to delete once the change is committed (cancel).
-    private var deletions: [(DownloadID, String)] = []
+    private var deletions: [(DownloadID, String, onlyMarked: Bool)] = []
 
     /// Opens the queue for an edit. With `mustExist`, a missing queue is an error, not created.
     init(_ options: StateOptions, settings: Settings, mustExist: Bool, verb: String) throws {
@@ -34,7 +34,7 @@ struct QueueEditor {
 
     /// Carries out what the machine asked: only deletions, as nothing runs.
     mutating func perform(_ actions: [SessionStateMachine.Action]) {
-        for case .deletePartFile(let id, let path) in actions { deletions.append((id, path)) }
+        for case .deletePartFile(let id, let path, let onlyMarked) in actions { deletions.append((id, path, onlyMarked)) }
     }
 
     /// Commits every change in one transaction (each row keeps the boot of its checkpoint), then
@@ -69,7 +69,7 @@ struct QueueEditor {
             throw UsageError(message: "cannot write the queue: \(error)")
         }
         // Never a part file another process is writing, or another queue's of the same name.
-        for (id, path) in deletions { PartFileRemoval.remove(path, of: id, queue: store.queueID) }
+        for (id, path, onlyMarked) in deletions { PartFileRemoval.remove(path, of: id, queue: store.queueID, onlyMarked: onlyMarked) }
     }
 
     /// The ids of `texts`, or an error naming the one that is not a download of this queue.

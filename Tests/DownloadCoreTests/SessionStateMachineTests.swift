@@ -60,7 +60,7 @@ import Testing
         var m = machine(maxActive: 1)
         _ = try started(&m)
         let (second, _) = try m.schedule(url: URL(string: "http://example.test/other")!, destination: .file("/d/other"))
-        #expect(try m.cancel(second) == [.deletePartFile(second, path: "/d/other.part")])
+        #expect(try m.cancel(second) == [.deletePartFile(second, path: "/d/other.part", onlyMarked: true)])
         #expect(m.download(second)?.state == .cancelled)
     }
 
@@ -81,7 +81,7 @@ import Testing
     @Test func downloadingToCancelledStopsThenDeletes() throws {
         var m = machine()
         let (id, attempt) = try started(&m)
-        #expect(try m.cancel(id) == [.stopTransfer(id, attempt), .deletePartFile(id, path: "/d/file.bin.part")])
+        #expect(try m.cancel(id) == [.stopTransfer(id, attempt), .deletePartFile(id, path: "/d/file.bin.part", onlyMarked: true)], "no bytes of its own yet: only its marked file")
         #expect(m.download(id)?.state == .cancelled)
         #expect(m.download(id)?.bytesOnDisk == 0)
     }
@@ -828,7 +828,7 @@ import Testing
         #expect(m.download(a)?.etag == "\"v1\"")
         let purged = m.purgePaused().actions
         #expect(purged.contains(.deletePartFile(a, path: "/d/file.bin.part")))
-        #expect(purged.contains(.deletePartFile(b, path: "/d/b.part")))
+        #expect(purged.contains(.deletePartFile(b, path: "/d/b.part", onlyMarked: true)))
         #expect(m.all.map(\.state) == [.paused, .paused], "purged downloads stay in the queue, paused")
         #expect(m.all.map(\.bytesOnDisk) == [0, 0])
         #expect(m.download(a)?.lastError?.hasPrefix("purged: ") == true, "\(m.download(a)?.lastError ?? "")")
@@ -837,7 +837,7 @@ import Testing
         let again = try m.resume(a)
         #expect(again.contains { if case .startTransfer = $0 { true } else { false } })
         #expect(m.resumeBasis(a)?.validators.isEmpty == true)
-        #expect(m.purgePaused().actions.allSatisfy { if case .deletePartFile(let id, _) = $0 { id == b } else { false } }, "only paused ones")
+        #expect(m.purgePaused().actions.allSatisfy { if case .deletePartFile(let id, _, _) = $0 { id == b } else { false } }, "only paused ones")
     }
 
     @Test func progressFeedsASmoothedSpeed() throws {

@@ -1,6 +1,7 @@
 import DownloadCore
 @testable import DownloadEngine
 import Foundation
+import LoopbackServer
 import Testing
 import TestSupport
 #if canImport(Glibc)
@@ -111,6 +112,35 @@ import Darwin
         #expect(FileManager.default.contents(atPath: persons) == Data("notes\n".utf8), "the person's file is untouched")
         let names = Set((try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? [])
         #expect(names == ["f.bin.part", "f.bin.part.new"], "the own leftover was used and renamed: \(names)")
+    }
+
+    /// A cancel or purge of a download without bytes of its own removes its own marked file only: a
+    /// tester's cancel of a queued download deleted a person's `m.iso.part` (and a file haul had
+    /// delivered under that name).
+    @Test func aDownloadWithoutBytesOfItsOwnRemovesOnlyItsMarkedFile() async throws {
+        try await Harness.with({ $0.maxActive = 1 }) { h in
+            var held = Faults()
+            held.holdAt = [1_000]
+            h.server.serve("/busy.bin", size: 100_000, faults: held)
+            h.server.serve("/m.iso", size: 10_000)
+            let busy = try await h.session.schedule(h.server.url("/busy.bin"), to: .directory(h.directory))
+            try await h.wait(busy) { $0.state == .downloading }
+            let persons = h.path("m.iso.part")
+            #expect(FileManager.default.createFile(atPath: persons, contents: Data("a browser's half\n".utf8)))
+            let queued = try await h.session.schedule(h.server.url("/m.iso"), to: .directory(h.directory))
+            #expect(try #require(await h.session.snapshot()[queued]).state == .queued)
+            try await h.session.cancel(queued)
+            #expect(FileManager.default.contents(atPath: persons) == Data("a browser's half\n".utf8), "left alone")
+            h.server.release("/busy.bin")
+        }
+        let directory = try TemporaryDirectory("owner")
+        let own = directory.path("x.part")
+        let file = try PartFile(path: own, owner: "q/1", adoptsUnmarked: false)
+        file.close()
+        #expect(FileSync.removePart(own, owner: "q/1", onlyMarked: true), "its own mark: removed")
+        #expect(FileManager.default.createFile(atPath: own, contents: Data("x".utf8)))
+        #expect(!FileSync.removePart(own, owner: "q/1", onlyMarked: true), "unmarked: left")
+        #expect(FileManager.default.fileExists(atPath: own))
     }
 
     @Test func anotherQueuesPartFileIsNotRemovedCutOrReplaced() throws {

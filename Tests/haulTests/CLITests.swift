@@ -345,8 +345,15 @@ import TestSupport
         try await CLI.withServer { server, directory in
             let urls = ["/p1.bin", "/p2.bin", "/p3.bin"].map { server.url($0).absoluteString }
             #expect(try await CLI.haul(["add"] + urls, in: directory).status == 0)
-            // A part file with bytes, as a quit leaves it.
+            // A part file with bytes, as a quit leaves it: marked as download 3's of this queue. An
+            // unmarked one, beside a download without bytes of its own, is not its own.
             try Data(repeating: 7, count: 1000).write(to: URL(fileURLWithPath: directory + "/p3.bin.part"))
+            let mark = try await ChildProcess.run("/usr/bin/python3", ["-c", """
+                import os, sqlite3
+                queue = sqlite3.connect('\(directory)/.state/queue.sqlite').execute("SELECT value FROM setting WHERE key = 'queueID'").fetchone()[0]
+                os.setxattr('\(directory)/p3.bin.part', 'user.haul.queue', (queue + '/3').encode())
+                """])
+            try #require(mark.status == 0, "marked")
 
             let paused = try await CLI.haul(["pause", "1", "3"], in: directory)
             #expect(paused.status == 0, "\(paused.stderr)")
@@ -359,6 +366,11 @@ import TestSupport
             #expect(cancelled.stdout == "cancelled 3\n")
             #expect(fileLength(directory + "/p3.bin.part") == nil, "cancel deletes the part file")
             #expect(try await CLI.haul(["remove", "3"], in: directory).stdout == "removed 3\n")
+            try Data(repeating: 8, count: 10).write(to: URL(fileURLWithPath: directory + "/p4.bin.part"))
+            #expect(try await CLI.haul(["add", server.url("/p4.bin").absoluteString], in: directory).status == 0)
+            #expect(try await CLI.haul(["cancel", "4"], in: directory).stdout == "cancelled 4\n")
+            #expect(fileLength(directory + "/p4.bin.part") == 10, "a file download 4 did not write is left alone")
+            #expect(try await CLI.haul(["remove", "4"], in: directory).stdout == "removed 4\n")
 
             // All or nothing: one refused id changes none.
             let refused = try await CLI.haul(["pause", "2", "99"], in: directory)
