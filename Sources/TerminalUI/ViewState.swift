@@ -36,8 +36,8 @@ public enum Command: Sendable, Hashable {
 public struct Confirmation: Sendable, Hashable {
     public enum Kind: Sendable, Hashable {
         case cancel(DownloadID)
-        /// The paused downloads the question counted.
-        case purge([DownloadID])
+        /// The paused downloads the question counted, with the bytes it said each held.
+        case purge([DownloadID: Int64])
         case clearCompleted
         /// `q` in a UI attached to a runner: it stops the queue for everyone.
         case stopQueue
@@ -246,7 +246,9 @@ public struct ViewState: Sendable {
                 // Only those the question counted, still paused: one paused since (from another
                 // shell) was purged too, bytes nobody agreed to lose (a tester). Said now: the rows
                 // show the rest (paused at 0 B, marked purged).
-                let paused = asked.compactMap { snapshot[$0] }.filter { $0.state == .paused && !$0.isPurged }
+                // And with the bytes it said: one resumed and paused again since holds others
+                // (a tester's `haul resume`, then `haul pause`, before the `y`).
+                let paused = asked.keys.sorted().compactMap { snapshot[$0] }.filter { $0.state == .paused && !$0.isPurged && asked[$0.id] == $0.bytesOnDisk }
                 let bytes = paused.reduce(Int64(0)) { $0 + $1.bytesOnDisk }
                 guard !paused.isEmpty else {
                     message = StatusMessage("nothing purged: the downloads asked about are no longer paused")
@@ -483,7 +485,7 @@ public struct ViewState: Sendable {
             return
         }
         let bytes = paused.reduce(Int64(0)) { $0 + $1.bytesOnDisk }
-        overlay = .confirm(Confirmation(kind: .purge(paused.map(\.id)), question: "Purge \(Self.pausedDownloads(paused.count)) (deletes \(Format.bytes(bytes)) of partial data; \(paused.count == 1 ? "the download stays" : "the downloads stay"))?"))
+        overlay = .confirm(Confirmation(kind: .purge(Dictionary(paused.map { ($0.id, $0.bytesOnDisk) }, uniquingKeysWith: { first, _ in first })), question: "Purge \(Self.pausedDownloads(paused.count)) (deletes \(Format.bytes(bytes)) of partial data; \(paused.count == 1 ? "the download stays" : "the downloads stay"))?"))
     }
 
     /// `1 paused download`, `3 paused downloads`: the purge's question and its message.

@@ -107,6 +107,13 @@ import Testing
         #expect(state.handle([.char("y")]) == [.purgePaused([paused.id])])
         #expect(state.message?.text == "purged 1 paused download: 47.6 MiB freed; it stays in the queue")
 
+        // Resumed, and paused again with more bytes: not the bytes asked about.
+        _ = state.handle([.char("X")])
+        var more = state.snapshot
+        let again = try #require(more.downloads.firstIndex { $0.id == paused.id })
+        more.downloads[again].bytesOnDisk += 1_000
+        state.apply(more)
+        #expect(state.handle([.char("y")]) == [.purgePaused([later.downloads[index].id])], "not the one holding other bytes now")
         // Resumed meanwhile: nothing is purged.
         _ = state.handle([.char("X")])
         var resumed = state.snapshot

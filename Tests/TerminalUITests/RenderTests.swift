@@ -14,7 +14,7 @@ import Testing
     /// terminal would interpret.
     @Test(arguments: [true, false])
     func everyFrameFitsItsScreen(unicode: Bool) {
-        var overlays: [Overlay?] = [nil, .help, .confirm(Confirmation(kind: .purge([]), question: "Purge? y/n"))]
+        var overlays: [Overlay?] = [nil, .help, .confirm(Confirmation(kind: .purge([:]), question: "Purge? y/n"))]
         var prompt = Prompt()
         prompt.text = Array("https://example.com/" + String(repeating: "x", count: 300) + Fixture.hostileName)
         prompt.cursor = 150
