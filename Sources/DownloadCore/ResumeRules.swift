@@ -392,7 +392,7 @@ public enum ResumeRules {
     /// validators that version had, so nothing shows the server compared them (a tester: a mirror
     /// behind a redirect, or a balancer's other server, answered the range of another build without
     /// any; it was appended). RFC 9110 15.3.7: a 206 carries the ETag a 200 would have.
-    static func unconfirmed(_ response: ResponseFacts, _ validators: Validators) -> String? {
+    public static func unconfirmed(_ response: ResponseFacts, _ validators: Validators) -> String? {
         let echoed = (validators.etag != nil && response.etag != nil) || (validators.lastModified != nil && response.lastModified != nil)
         if validators.isEmpty || echoed { return nil }
         return "206 without the ETag or Last-Modified the file had: nothing shows it is the same version"

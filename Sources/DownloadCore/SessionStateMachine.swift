@@ -1549,6 +1549,14 @@ public struct SessionStateMachine: Sendable {
         }
     }
 
+    /// Whether a completed download other than `id` was placed as `path`: a file of this one's that a
+    /// person removed, the name then taken by another's (a tester: fetched again, it replaced the
+    /// other's file, and two rows named one file).
+    public func isAnotherDownloadsFile(_ path: String, besides id: DownloadID) -> Bool {
+        let own = downloads[id].map { $0.state == .completed && $0.completedPaths.contains(path) } ?? false
+        return downloads.placedClaims(path) - (own ? 1 : 0) > 0
+    }
+
     /// Of the names a placement of `name` in `directory` tries (`first`, then `name`, `name.1` …, the
     /// first `count`), those another download of the queue holds: its part file, or the exact file
     /// it will write. A placement never takes one (a tester: a file placed as `x.iso.part` beside a
@@ -1585,6 +1593,8 @@ struct TrackedDownloads: Sendable {
     private var touched: Set<DownloadID> = []
     private var parts: [String: Int] = [:]
     private var files: [String: Int] = [:]
+    /// The files completed downloads were placed as.
+    private var placed: [String: Int] = [:]
     /// The downloads whose state is `queued`.
     private var queued: Set<DownloadID> = []
     /// How many times a download became queued.
@@ -1618,6 +1628,9 @@ struct TrackedDownloads: Sendable {
     /// Owners that will write a file at `path` (as a destination or a further requester's copy).
     func fileClaims(_ path: String) -> Int { files[path] ?? 0 }
 
+    /// Completed downloads placed as `path`.
+    func placedClaims(_ path: String) -> Int { placed[path] ?? 0 }
+
     static func files(of download: Download) -> [String] {
         ([download.destination] + download.extraDestinations).compactMap { destination in
             if case .file(let path) = destination { return path }
@@ -1629,9 +1642,16 @@ struct TrackedDownloads: Sendable {
         guard let old, let new else { return old != nil || new != nil }
         return SessionStateMachine.ownsPartFile(old) != SessionStateMachine.ownsPartFile(new) || old.partPath != new.partPath
             || old.destination != new.destination || old.extraDestinations != new.extraDestinations
+            || (old.state == .completed) != (new.state == .completed) || old.completedPaths != new.completedPaths
     }
 
     private mutating func count(_ download: Download, by delta: Int) {
+        if download.state == .completed {
+            for path in download.completedPaths {
+                placed[path, default: 0] += delta
+                if placed[path] == 0 { placed[path] = nil }
+            }
+        }
         guard SessionStateMachine.ownsPartFile(download) else { return }
         parts[download.partPath, default: 0] += delta
         if parts[download.partPath] == 0 { parts[download.partPath] = nil }

@@ -223,7 +223,7 @@ public actor DownloadSession {
                 continue
             case .changed(let id, let note, let index, let seen, let checksum):
                 do {
-                    actions += try machine.fetchAgain(id, seen: (index, seen), checksum: checksum)
+                    actions += try machine.fetchAgain(id, seen: seen.map { (index, $0) }, checksum: checksum)
                     ledger.emptied(id)
                     configuration.logger.notice("fetch again", metadata: ["id": "\(id)", "why": "\(note)"])
                     ids.append(id)
@@ -258,7 +258,7 @@ public actor DownloadSession {
         case kept(DownloadID, note: String)
         /// The file changed (size or modification time): fetched again, and said so. `seen` is the
         /// changed file's stamp (requester `index`), which it must still have to be replaced.
-        case changed(DownloadID, note: String, index: Int, seen: FileStamp, checksum: Checksum? = nil)
+        case changed(DownloadID, note: String, index: Int, seen: FileStamp?, checksum: Checksum? = nil)
     }
 
     /// The completed download of `url` for this requester, and whether its file is still the one
@@ -277,6 +277,10 @@ public actor DownloadSession {
         // Completed before stamps were kept: its length was the file's size.
         let placed = index < done.completedStamps.count ? done.completedStamps[index] : FileStamp(size: done.bytesOnDisk, modified: nil)
         let shown = TerminalText.sanitize(path)
+        if case .directory = destination, machine.isAnotherDownloadsFile(path, besides: done.id) {
+            // Not seen as this download's: the new copy goes beside it, never over it.
+            return .changed(done.id, note: "\(shown) is another download's file now: fetching it again beside it", index: index, seen: nil, checksum: asked)
+        }
         if let asked, asked != done.options.checksum {
             // Reads the whole file: only for a checksum it was never checked against.
             guard await FileDigest.hex(of: path, asked.algorithm) == asked.hex else {

@@ -22,6 +22,8 @@ public struct Faults: Sendable, Hashable {
     public var failFirst: Int = 0
     public var failStatus: Int = 503
     public var retryAfter: String? = "0"
+    /// 416 answers carry no ETag or Last-Modified (as nginx's).
+    public var bare416 = false
     /// Answer every request without a Range header with `failStatus` (ranges are served).
     public var failWithoutRange = false
     /// Answer every request with this status and an empty body (404, 403 …).

@@ -472,6 +472,10 @@ public final class LoopbackServer: Sendable {
             case .none:
                 break
             case .unsatisfiable:
+                if faults.bare416 {
+                    headers.remove(name: "ETag")
+                    headers.remove(name: "Last-Modified")
+                }
                 headers.add(name: "Content-Range", value: "bytes */\(entry.size)")
                 headers.add(name: "Content-Length", value: "0")
                 return ResponsePlan(status: 416, headers: headers, body: nil)

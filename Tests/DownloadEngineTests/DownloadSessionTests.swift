@@ -559,6 +559,27 @@ import TestSupport
         }
     }
 
+    /// A completed download whose file a person removed, its name since taken by another download's
+    /// file, is fetched again beside that file, never over it (a tester: it replaced the other's
+    /// file, and two rows named one file).
+    @Test func aFileFetchedAgainNeverReplacesAnotherDownloadsFile() async throws {
+        try await Harness.with { h in
+            h.server.serve("/u1/f.bin", size: 5_000)
+            h.server.serve("/u2/f.bin", size: 7_000)
+            let first = try await h.session.schedule(h.server.url("/u1/f.bin"), to: .directory(h.directory))
+            #expect(try await h.waitCompleted(first).completedPath == h.path("f.bin"))
+            unlink(h.path("f.bin"))
+            let second = try await h.session.schedule(h.server.url("/u2/f.bin"), to: .directory(h.directory))
+            #expect(try await h.waitCompleted(second).completedPath == h.path("f.bin"))
+            let again = try await h.session.schedule(h.server.url("/u1/f.bin"), to: .directory(h.directory))
+            #expect(again == first)
+            let done = try await h.wait(first) { $0.state == .completed && !$0.completedPaths.isEmpty && h.gets("/u1/f.bin").count == 2 }
+            #expect(done.completedPath == h.path("f.bin.1"))
+            #expect(sha256(ofFile: h.path("f.bin")) == h.server.sha256("/u2/f.bin"), "the other download's file stays")
+            #expect(sha256(ofFile: h.path("f.bin.1")) == h.server.sha256("/u1/f.bin"))
+        }
+    }
+
     /// A placement into a directory never takes a name another download of the queue holds: the
     /// exact file a queued `-o` will write (it replaced the placed file: two rows at one file, a
     /// wrong one), or a paused download's part file name (it resumed from the placed file).

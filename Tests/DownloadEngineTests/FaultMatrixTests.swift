@@ -678,6 +678,25 @@ import TestSupport
         }
     }
 
+    /// A 416 carrying none of the file's validators (nginx's) is checked by overlap before the file
+    /// is taken as complete: a tester's server that ignored If-Range answered a new version of the
+    /// same length so, and the old file was reported complete. The same file is not fetched again.
+    @Test("17: a 416 without validators is checked by overlap before the file is taken as complete", arguments: [false, true])
+    func a416WithoutValidatorsIsCheckedByOverlap(secure: Bool) async throws {
+        try await Self.overHTTPOrHTTPS(secure) { server, h in
+            var faults = Faults()
+            faults.chunked = true
+            faults.closeAfterBytes = 200_000
+            faults.bare416 = true
+            server.serve("/end.bin", size: 200_000, faults: faults)
+            let id = try await h.session.schedule(server.url("/end.bin"), to: .file(h.path("end.bin")))
+            let done = try await h.waitCompleted(id)
+            #expect(sha256(ofFile: h.path("end.bin")) == server.sha256("/end.bin"))
+            #expect(server.requests("/end.bin").map(\.range) == [nil, "bytes=200000-", "bytes=134464-"], "the cut body, the 416, the overlap: nothing fetched twice but 64 KiB")
+            #expect(done.restartCount == 0)
+        }
+    }
+
     /// haul sends no `TE`: a body in another transfer coding than chunked is refused at once,
     /// over haul's own sockets and AsyncHTTPClient alike. A tester's `gzip, chunked` was saved as
     /// the file, still compressed, exit 0.
