@@ -1529,13 +1529,9 @@ public struct SessionStateMachine: Sendable {
     private func freePartPath(in directory: String, for name: String, avoiding: Set<String> = []) -> String {
         var attempt = 0
         while true {
-            let file = FileNaming.candidate(name, attempt: attempt)
-            let partName = FileNaming.partName(for: file)
+            let partName = FileNaming.partName(for: FileNaming.candidate(name, attempt: attempt))
             let candidate = directory.isEmpty ? partName : Self.join(directory, partName)
-            // Nor a part file whose name is a completed download's file (its row said `y.bin.1`
-            // beside the completed `y.bin.1`, a tester: two rows of one name).
-            let placed = directory.isEmpty ? 0 : downloads.placedClaims(Self.join(directory, file))
-            if downloads.partClaims(candidate) == 0, downloads.fileClaims(candidate) == 0, placed == 0, !avoiding.contains(candidate) { return candidate }
+            if downloads.partClaims(candidate) == 0, downloads.fileClaims(candidate) == 0, !avoiding.contains(candidate) { return candidate }
             attempt += 1
         }
     }

@@ -790,20 +790,6 @@ import Testing
         #expect(m.download(named)?.partPath == "/d/x.part.part")
     }
 
-    /// A new download's part file is not named for a completed download's file: its row would say
-    /// that file's name too (`y.bin.1` twice), and end as another.
-    @Test func aPartFileIsNotNamedForACompletedDownloadsFile() throws {
-        var m = machine()
-        let (first, firstAttempt) = try started(&m, URL(string: "http://a.test/y.bin")!, to: "/d/y.bin.1")
-        _ = m.transferFinished(first, attempt: firstAttempt, outcome: .completed, bytesOnDisk: 1, now: now, jitter: 0)
-        _ = m.finalized(first, paths: ["/d/y.bin.1"])
-        let (one, _) = try m.schedule(url: URL(string: "http://b.test/y.bin")!, destination: .directory("/d"))
-        let (two, _) = try m.schedule(url: URL(string: "http://c.test/y.bin")!, destination: .directory("/d"))
-        #expect(m.download(one)?.partPath == "/d/y.bin.part")
-        #expect(m.download(two)?.partPath == "/d/y.bin.2.part", "not y.bin.1: a completed download's file")
-        #expect(m.download(two)?.intendedName == "y.bin.2")
-    }
-
     @Test func directoryDownloadsWithOneNameGetDistinctPartFiles() throws {
         var m = machine()
         let (first, _) = try m.schedule(url: URL(string: "http://a.test/x/file.iso")!, destination: .directory("/d"))
