@@ -94,9 +94,13 @@ import Darwin
         let reader = open(path, O_RDONLY | O_CLOEXEC)
         defer { close(reader) }
         #expect(PartFile.lock(reader, path: path)?.isBusy == true, "no patience: busy at once")
-        // Let go on a thread of its own (the cooperative pool may be busy with other tests).
+        // Let go on a thread of its own: the cooperative pool may be busy with other tests, and so
+        // may Dispatch's global threads (a CI run: the lock was still held 1 s later, 9 s into the test).
         nonisolated(unsafe) let holder = writer
-        DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(150)) { holder.close() }
+        Thread.detachNewThread {
+            Thread.sleep(forTimeInterval: 0.15)
+            holder.close()
+        }
         let started = ContinuousClock.now
         #expect(PartFile.lock(reader, path: path, patience: PartFile.lockPatience) == nil, "taken once the holder let go")
         #expect(started.duration(to: .now) >= .milliseconds(100))
