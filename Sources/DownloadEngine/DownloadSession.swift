@@ -273,10 +273,14 @@ public actor DownloadSession {
         let requesters = [done.destination] + done.extraDestinations
         guard let index = requesters.firstIndex(of: destination), index < done.completedPaths.count else { return .none }
         let path = done.completedPaths[index]
-        guard let now = FileSync.stamp(path) else { return .none }
+        let shown = TerminalText.sanitize(path)
+        guard let now = FileSync.stamp(path) else {
+            // Gone (a person removed it): fetched again by this row, not by a second one (a tester:
+            // two completed rows then named one file).
+            return .changed(done.id, note: "\(shown) is gone: fetching it again", index: index, seen: nil, checksum: asked)
+        }
         // Completed before stamps were kept: its length was the file's size.
         let placed = index < done.completedStamps.count ? done.completedStamps[index] : FileStamp(size: done.bytesOnDisk, modified: nil)
-        let shown = TerminalText.sanitize(path)
         if case .directory = destination, machine.isAnotherDownloadsFile(path, besides: done.id) {
             // Not seen as this download's: the new copy goes beside it, never over it.
             return .changed(done.id, note: "\(shown) is another download's file now: fetching it again beside it", index: index, seen: nil, checksum: asked)

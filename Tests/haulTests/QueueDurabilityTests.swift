@@ -281,8 +281,11 @@ import TestSupport
             try FileManager.default.removeItem(atPath: directory + "/done.bin")
             let third = try await HaulProcess(["get", url, "-o", "done.bin"], in: directory, state: state).wait()
             #expect(third.status == 0)
+            #expect(third.stdout.contains("[1] \(directory)/done.bin is gone: fetching it again"), "by its own row: \(third.stdout)")
             #expect(server.requests("/done.bin").count == 2)
             #expect(sha256(ofFile: directory + "/done.bin") == server.sha256("/done.bin"))
+            let rows = try await CLI.list(state: state, in: directory)
+            #expect(rows.count == 1, "one row for the file: \(rows)")
         }
     }
 
