@@ -133,8 +133,9 @@ import TestSupport
             // Killed once the queue's record of the written parts came within 64 KiB a part of the
             // holds, as it does a few times a second: a CI run's disk, busy with another test's,
             // held that record 0.5 s back once (8 x 136 KiB fetched twice, over the 1 MiB bar).
-            let written = holds.enumerated().reduce(0) { $0 + $1.element - $1.offset * part } - connections * 64 * 1024
-            let recorded = try await ChildProcess.run("/usr/bin/python3", ["-c", Self.waitForWrittenParts, state + "/queue.sqlite", "\(written)", "10"])
+            let recorded = try await ChildProcess.run("/usr/bin/python3", [
+                "-c", Self.waitForWrittenParts, state + "/queue.sqlite", holds.map(String.init).joined(separator: ","), "\(64 * 1024)", "10",
+            ])
             #expect(recorded.status == 0, "the written parts were not recorded within 10 s")
             first.send(SIGKILL)
             let killed = try await first.wait(timeout: 10)
@@ -160,16 +161,22 @@ import TestSupport
         }
     }
 
-    /// Waits (python3: sqlite3 reads the queue beside the writer) until the download's written
-    /// parts, as recorded, hold `argv[2]` bytes; exits 1 after `argv[3]` seconds.
+    /// Waits (python3: sqlite3 reads the queue beside the writer) until each offset of `argv[2]`
+    /// (comma-separated) lies in a part recorded as written (or synced at a checkpoint) to within
+    /// `argv[3]` bytes of it; exits 1 after `argv[4]` seconds.
     static let waitForWrittenParts = """
         import sqlite3, sys, time
-        database, wanted, end = sys.argv[1], int(sys.argv[2]), time.time() + float(sys.argv[3])
+        def parts(text):
+            return [tuple(int(n) for n in f.split('-')) for f in text.split(',')] if text else []
+        def near(recorded, hold, slack):
+            return any(start <= hold < end and done >= hold - slack for start, done, end in recorded)
+        database, holds, slack = sys.argv[1], [int(h) for h in sys.argv[2].split(',')], int(sys.argv[3])
+        end = time.time() + float(sys.argv[4])
         while time.time() < end:
             try:
                 with sqlite3.connect(database, timeout=1) as connection:
-                    row = connection.execute("SELECT writtenSegments FROM download").fetchone()
-                if row and row[0] and sum(int(f.split('-')[1]) - int(f.split('-')[0]) for f in row[0].split(',')) >= wanted:
+                    row = connection.execute("SELECT writtenSegments, segments FROM download").fetchone()
+                if row and all(near(parts(row[0]), h, slack) or near(parts(row[1]), h, slack) for h in holds):
                     sys.exit(0)
             except sqlite3.Error:
                 pass
