@@ -1055,11 +1055,15 @@ public actor DownloadSession {
         let written = download.completedPaths.isEmpty && download.completedStamps.count == 1 ? download.completedStamps[0] : nil
         let sync = configuration.syncOnCompletion
         // Per directory of a destination: the names other downloads of the queue hold.
-        var holds: [String: Set<String>] = [:]
-        for case .directory(let directory) in destinations where holds[directory] == nil {
-            holds[directory] = machine.claimedNames(in: directory, name: name, first: first)
+        let claimed = Dictionary(
+            destinations.compactMap { destination in
+                if case .directory(let directory) = destination { (directory, machine.claimedNames(in: directory, name: name, first: first)) } else { nil }
+            },
+            uniquingKeysWith: { first, _ in first }
+        )
+        let claims = { @Sendable (destination: Destination) -> Set<String> in
+            if case .directory(let directory) = destination { claimed[directory] ?? [] } else { [] }
         }
-        let claimed = holds
         let placed = await FileSync.run { () -> Result<(paths: [String], stamps: [FileStamp]), FilePlacement.Failure> in
             let place = { () -> Result<(paths: [String], stamps: [FileStamp]), FilePlacement.Failure> in
                 // The name must still lead to the file the transfer wrote: another program that
@@ -1091,11 +1095,9 @@ public actor DownloadSession {
                             extras.append(earlier)
                             continue
                         }
-                        let avoid = if case .directory(let directory) = extra { claimed[directory] ?? [] } else { Set<String>() }
-                        extras.append(try FilePlacement.place(source, at: extra, name: name, claimed: avoid, move: false))
+                        extras.append(try FilePlacement.place(source, at: extra, name: name, claimed: claims(extra), move: false))
                     }
-                    let avoid = if case .directory(let directory) = primaryTarget { claimed[directory] ?? [] } else { Set<String>() }
-                    let primary = try FilePlacement.place(source, at: primaryTarget, name: name, first: first, claimed: avoid, move: true)
+                    let primary = try FilePlacement.place(source, at: primaryTarget, name: name, first: first, claimed: claims(primaryTarget), move: true)
                     let paths = [primary] + extras
                     // Taken after the move: what a later request compares the files with.
                     return .success((paths, paths.compactMap(FileSync.stamp)))

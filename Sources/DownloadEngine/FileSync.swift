@@ -54,8 +54,7 @@ enum FileSync {
     static func syncDirectories(of paths: [String]) {
         var seen: Set<String> = []
         for path in paths {
-            guard let slash = path.lastIndex(of: "/") else { continue }
-            let directory = slash == path.startIndex ? "/" : String(path[..<slash])
+            let directory = path.lastIndex(of: "/").map { $0 == path.startIndex ? "/" : String(path[..<$0]) } ?? "."
             guard seen.insert(directory).inserted else { continue }
             let descriptor = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
             guard descriptor >= 0 else { continue }

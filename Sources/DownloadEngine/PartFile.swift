@@ -258,11 +258,7 @@ final class PartFile {
             return .failure(Failure(operation: "rename", path: temporary, code: code))
         }
         // The rename is durable once the directory is; a failure here leaves a valid file either way.
-        let directoryFD = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        if directoryFD >= 0 {
-            _ = fsync(directoryFD)
-            closeDescriptor(directoryFD)
-        }
+        FileSync.syncDirectories(of: [path])
         return .success(())
     }
 
