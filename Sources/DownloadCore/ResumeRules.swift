@@ -219,7 +219,7 @@ public enum ResumeRules {
                let page = errorPage(response, kept: offset, knownTotal: knownTotal, validators: validators, knownType: knownType) {
                 return .fail(reason: page)
             }
-            return .write(offset: 0, total: response.contentLength, disposition: dispositionOf200(plan: plan, response: response, validators: validators))
+            return .write(offset: 0, total: lengthOf200(response, knownTotal: knownTotal, validators: validators), disposition: dispositionOf200(plan: plan, response: response, validators: validators))
         case 204:
             // No content: the resource is empty (saved as an empty file, as curl does). Answering a
             // resume, it says nothing of the bytes kept: they stay, and the download fails.
@@ -254,6 +254,16 @@ public enum ResumeRules {
         default:
             return .fail(reason: "unexpected \(response.statusText)")
         }
+    }
+
+    /// The length a 200's body must reach: its `Content-Length`; without one (chunked, or ended by
+    /// a close), the length known for the strong ETag it carries, the stored one: the same strong
+    /// tag is the same bytes (a tester: a range-ignoring server's close-delimited 200, cut short,
+    /// was reported completed, exit 0, though haul knew the file's length).
+    static func lengthOf200(_ response: ResponseFacts, knownTotal: Int64?, validators: Validators) -> Int64? {
+        if let length = response.contentLength { return length }
+        guard let knownTotal, validators.hasStrongETag, let etag = response.etag, etag == validators.etag else { return nil }
+        return knownTotal
     }
 
     private static func dispositionOf200(plan: RequestPlan, response: ResponseFacts, validators: Validators) -> Disposition {
@@ -427,6 +437,11 @@ public enum ResumeRules {
         }
         if let knownTotal, let total = contentRange.total, total != knownTotal {
             return .refetch(reason: "resource changed (length \(total), was \(knownTotal))")
+        }
+        // A range past the known end (`bytes N-E/*` says no length) is of another version (a
+        // tester's was cut at the old length and reported completed).
+        if let knownTotal, range.upperBound >= knownTotal {
+            return .refetch(reason: "resource changed (bytes up to \(range.upperBound + 1), was \(knownTotal))")
         }
         if let reason = mismatch(of: response, range: range, validators: validators) {
             return .refetch(reason: reason)

@@ -399,7 +399,8 @@ public struct SessionStateMachine: Sendable {
     ///
     /// A queued, downloading, waiting, paused or failed download of the same URL is reused: one URL
     /// never has two transfers. A paused or failed one resumes. The first requester's headers are
-    /// kept; a checksum is adopted when the download had none, and a different one is refused.
+    /// kept, unless the download failed and the request gives headers: those are its own then. A
+    /// checksum is adopted when the download had none, and a different one is refused.
     ///
     /// With `hold`, the download is queued but not started (`haul add`: the queue is edited while
     /// no process runs it).
@@ -444,6 +445,13 @@ public struct SessionStateMachine: Sendable {
                 download.options.checksum = checksum
             }
             note(existing, .added, joined)
+            // A failed download tried again with headers of its own takes them: nobody else's
+            // transfer runs with the old ones (a tester's `-H 'Authorization: …'` after a 401 was
+            // dropped, and the 401's advice to give that very header came back every time).
+            if isFailed(download.state), !options.headers.isEmpty, options.headers != download.options.headers {
+                download.options.headers = options.headers
+                note(existing, .setting, "headers of the request that tried it again: \(options.headers.map(\.name).joined(separator: ", "))")
+            }
             if download.limit == nil, let limit {
                 download.limit = limit
                 note(existing, .setting, "limited to \(Format.speed(Double(limit))) by a request that joined it")

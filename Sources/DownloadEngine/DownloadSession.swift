@@ -760,7 +760,7 @@ public actor DownloadSession {
         let path = order.partPath
         let syncedOnCompletion = configuration.syncOnCompletion
         let task = enqueueFileWork(on: path) { [weak self] in
-            let result = await transfer.run()
+            var result = await transfer.run()
             // The bytes an attempt leaves become a checkpoint only once they are on stable storage.
             // (Another queue's part file holds none of this download's: nothing to sync.)
             let synced = switch result.outcome {
@@ -768,7 +768,13 @@ public actor DownloadSession {
             case .partFileTaken: true
             default: await FileSync.sync(path)
             }
-            await self?.transferEnded(id, attempt: attempt, result: result, synced: synced)
+            // A checksum asked for while the attempt ran (adopted by its download) is checked here,
+            // off the actor: the attempt checked only the one it started with.
+            var checked = order.options.checksum
+            while let wanted = await self?.transferEnded(id, attempt: attempt, result: result, synced: synced, checked: checked) {
+                if let mismatch = await FileDigest.mismatch(path, wanted) { result.outcome = .fatal(reason: mismatch) }
+                checked = wanted
+            }
         }
         transfers[id] = RunningTransfer(attempt: attempt, task: task, progress: progress, limiter: own)
         startTicker()
@@ -893,8 +899,15 @@ public actor DownloadSession {
         return "\(disposition)"
     }
 
-    private func transferEnded(_ id: DownloadID, attempt: AttemptID, result: Transfer.Result, synced: Bool) async {
+    /// The end of an attempt, unless it completed and its download adopted a checksum other than
+    /// `checked` meanwhile: then nothing is done and that checksum is returned, for the file to be
+    /// checked against it first (a tester: a `--checksum` that joined a running download was never
+    /// checked, and the row said completed, with the digest, of a file that missed it; exit 0).
+    private func transferEnded(_ id: DownloadID, attempt: AttemptID, result: Transfer.Result, synced: Bool, checked: Checksum?) async -> Checksum? {
         let outcome = result.outcome
+        if outcome == .completed, machine.runningAttempt(id) == attempt, let wanted = machine.download(id)?.options.checksum, wanted != checked {
+            return wanted
+        }
         let bytesOnDisk = result.bytesOnDisk
         if transfers[id]?.attempt == attempt { transfers[id] = nil }
         if spaceClaims[id]?.attempt == attempt { spaceClaims[id] = nil }
@@ -916,6 +929,7 @@ public actor DownloadSession {
         }
         // A finished file may have been the last to fit; or its part file's room is free now.
         if outcome == .completed { await checkSpaceSoon() }
+        return nil
     }
 
     // MARK: Disk space

@@ -481,11 +481,13 @@ struct Transfer: Sendable {
             let limit = [total, end].compactMap { $0 }.min()
             _ = try await stream.write(into: .prefix(descriptor: file.descriptor, path: file.path, position: offset, total: limit))
         }
-        if let total, file.length < total {
+        // A 206 without a length (`bytes N-E/*`) still promised its range (a tester's ended early
+        // and was reported completed, exit 0).
+        if let promised = total ?? end, file.length < promised {
             // A body that ended short of the total (a partial 206, a close the client did not flag)
             // is never success: keep the prefix and resume from it.
             return .retryable(
-                reason: "body ended at \(Format.bytes(file.length)) of \(Format.bytes(total))",
+                reason: "body ended at \(Format.bytes(file.length)) of \(Format.bytes(promised))",
                 retryAfter: nil, progressed: progressed()
             )
         }

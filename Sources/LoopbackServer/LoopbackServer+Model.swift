@@ -45,6 +45,11 @@ public struct Faults: Sendable, Hashable {
     public var shortRangeBy: Int = 0
     /// …in this many responses.
     public var shortRangeCount: Int = 1
+    /// With `shortRangeBy`: the Content-Range still names the whole range asked for (with
+    /// `chunked`, a body that ends early with a proper last chunk).
+    public var shortRangeUnannounced = false
+    /// Say `*` for the total in the Content-Range of every 206 (a length the server does not know).
+    public var rangeTotalUnknown = false
     /// Send this Content-Disposition header verbatim.
     public var contentDisposition: String?
     /// Say a total this many bytes off in the Content-Range of every 206 (the body is right).

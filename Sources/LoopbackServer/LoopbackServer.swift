@@ -483,12 +483,15 @@ public final class LoopbackServer: Sendable {
                 status = 206
                 let start = min(requested.lowerBound + faults.rangeOffsetError, entry.size - 1)
                 var end = requested.upperBound
+                let announced = end
                 if faults.shortRangeBy > 0, entry.shortRangesServed < faults.shortRangeCount {
                     entry.shortRangesServed += 1
                     end = max(start + 1, end - faults.shortRangeBy)
                 }
                 range = start..<end
-                headers.add(name: "Content-Range", value: "bytes \(range.lowerBound)-\(range.upperBound - 1)/\(entry.size + faults.rangeTotalError)")
+                let last = (faults.shortRangeUnannounced ? announced : range.upperBound) - 1
+                let total = faults.rangeTotalUnknown ? "*" : String(entry.size + faults.rangeTotalError)
+                headers.add(name: "Content-Range", value: "bytes \(range.lowerBound)-\(last)/\(total)")
             }
         }
         if !faults.chunked { headers.add(name: "Content-Length", value: String(range.count)) }

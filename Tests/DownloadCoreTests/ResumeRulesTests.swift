@@ -294,8 +294,45 @@ import Testing
         #expect(decide(.fresh(discarding: nil), ResponseFacts(status: 206, contentRange: "bytes 0-9/*")) == .fail(reason: "HTTP 206 for a request without Range"))
     }
 
+    // MARK: Found by a tester against servers of their own (nineteenth session)
+
+    /// A 200 without a Content-Length that bears the stored strong tag is the stored length: its
+    /// body must reach it (a range-ignoring server's close-delimited 200, cut short, was taken whole).
+    @Test func a200WithoutALengthBearingTheStoredStrongTagMustReachTheKnownLength() {
+        let resume = RequestPlan.resume(from: 40, ifRange: "\"abc\"")
+        #expect(decide(resume, ResponseFacts(status: 200, etag: "\"abc\""), total: 100) == .write(offset: 0, total: 100, disposition: .restarted(reason: "server ignores ranges")))
+        // Another tag, a weak one, or none: nothing says its length.
+        #expect(decide(resume, ResponseFacts(status: 200, etag: "\"xyz\""), total: 100) == .write(offset: 0, total: nil, disposition: .restarted(reason: "resource changed")))
+        let weak = Validators(etag: "W/\"abc\"", lastModified: "date")
+        #expect(decide(.resume(from: 40, ifRange: "date"), ResponseFacts(status: 200, etag: "W/\"abc\"", lastModified: "date"), total: 100, validators: weak).writtenTotal == .some(nil))
+        #expect(decide(resume, ResponseFacts(status: 200), total: 100).writtenTotal == .some(nil))
+        // Its own length wins, and none is known without a stored one.
+        #expect(decide(resume, ResponseFacts(status: 200, contentLength: 120, etag: "\"abc\""), total: 100).writtenTotal == 120)
+        #expect(decide(.fresh(discarding: nil), ResponseFacts(status: 200, etag: "\"abc\""), total: nil).writtenTotal == .some(nil))
+    }
+
+    /// A 206 whose range runs past the known end is another version, though its Content-Range
+    /// gives no length (`/*`): a tester's was cut at the old length and reported completed.
+    @Test func a206PastTheKnownEndIsAnotherVersion() {
+        let resume = RequestPlan.resume(from: 40, ifRange: "\"abc\"")
+        let tagged = { (range: String) in ResponseFacts(status: 206, contentRange: range, etag: "\"abc\"") }
+        #expect(decide(resume, tagged("bytes 40-149/*"), total: 100) == .refetch(reason: "resource changed (bytes up to 150, was 100)"))
+        #expect(decide(resume, tagged("bytes 40-100/*"), total: 100) == .refetch(reason: "resource changed (bytes up to 101, was 100)"))
+        #expect(decide(resume, tagged("bytes 40-99/*"), total: 100) == .write(offset: 40, total: 100, disposition: .resumed(from: 40, verified: true)))
+        // No length known: the range says where the body ends (Transfer holds it to that).
+        #expect(decide(resume, tagged("bytes 40-149/*"), total: nil) == .write(offset: 40, total: nil, disposition: .resumed(from: 40, verified: true)))
+    }
+
     @Test func aHostileReasonPhraseIsSanitized() {
         let facts = ResponseFacts(status: 500, reasonPhrase: "Oops\u{1B}[2J")
         #expect(facts.statusText == "HTTP 500 Oops?[2J")
+    }
+}
+
+extension ResponseDecision {
+    /// The total a `write` gives (`.some(nil)`: written without a known total); nil for any other decision.
+    var writtenTotal: Int64?? {
+        if case .write(_, let total, _) = self { return .some(total) }
+        return nil
     }
 }

@@ -109,6 +109,33 @@ import Testing
         #expect(entries[3].text == "limited to 300 KiB/s by a request that joined it")
     }
 
+    /// A failed download asked for again with headers takes them; a running one keeps the first
+    /// requester's (a tester's `-H 'Authorization: …'` after a 401 was dropped every time).
+    @Test func aFailedDownloadAskedForAgainWithHeadersTakesThem() throws {
+        var m = machine(maxActive: 2)
+        let (a, actions) = try m.schedule(url: url("a"), destination: .file("/d/a"))
+        let attempt = try #require(order(actions, of: a)?.attempt)
+        let token = RequestOptions(headers: [HeaderField(name: "Authorization", value: "Bearer t")])
+        // Running: the first requester's headers stay.
+        _ = try m.schedule(url: url("a"), destination: .file("/d/a"), options: token)
+        #expect(m.download(a)?.options.headers == [])
+        _ = m.transferFinished(a, attempt: attempt, outcome: .fatal(reason: "HTTP 401"), bytesOnDisk: 0, now: now, jitter: 0)
+        // Failed, asked again without headers: still none.
+        _ = try m.schedule(url: url("a"), destination: .file("/d/a"), hold: true)
+        #expect(m.download(a)?.options.headers == [])
+        _ = try m.pause(a)
+        let (_, again) = try m.schedule(url: url("a"), destination: .file("/d/a"))
+        #expect(m.download(a)?.options.headers == [], "paused, not failed: kept")
+        let retry = try #require(order(again, of: a)?.attempt)
+        _ = m.transferFinished(a, attempt: retry, outcome: .fatal(reason: "HTTP 401"), bytesOnDisk: 0, now: now, jitter: 0)
+        let (same, started) = try m.schedule(url: url("a"), destination: .file("/d/a"), options: token)
+        #expect(same == a)
+        #expect(m.download(a)?.options.headers == token.headers)
+        #expect(order(started, of: a)?.options.headers == token.headers, "the new attempt sends them")
+        let notes = m.takeHistory(at: now).filter { $0.download == a && $0.kind == .setting }.map(\.text)
+        #expect(notes == ["headers of the request that tried it again: Authorization"])
+    }
+
     // MARK: Clearing completed rows
 
     @Test func clearCompletedForgetsEveryPlacedCompletedRowAndNothingElse() throws {

@@ -559,6 +559,42 @@ import TestSupport
         }
     }
 
+    /// A checksum asked for while the download's transfer runs (it joins, and the download adopts
+    /// it) is checked when the transfer ends: a tester's wrong digest joined a running download, the
+    /// row said completed with that digest, exit 0, and the hook was told it was verified.
+    @Test(arguments: [false, true])
+    func aChecksumThatJoinsARunningTransferIsChecked(right: Bool) async throws {
+        // Held longer than a loaded suite's stall: no second request.
+        try await Harness.with({ $0.stallTimeout = .seconds(60) }) { h in
+            var held = Faults()
+            held.holdAt = [20_000]
+            h.server.serve("/iso", size: 60_000, faults: held)
+            let id = try await h.session.schedule(h.server.url("/iso"), to: .file(h.path("x.iso")))
+            _ = try await h.wait(id) { $0.totalBytes == 60_000 }
+            let digest = right ? h.server.sha256("/iso") : String(repeating: "0", count: 64)
+            let joined = try await h.session.schedule(
+                h.server.url("/iso"), to: .file(h.path("y.iso")), options: RequestOptions(checksum: Checksum(algorithm: .sha256, hex: digest))
+            )
+            #expect(joined == id)
+            #expect(await h.session.snapshot()[id]?.state == .downloading, "the checksum joined a running transfer")
+            h.server.release("/iso")
+            let done = try await h.wait(id) { $0.state.isFinished }
+            #expect(h.gets("/iso").count == 1)
+            if right {
+                #expect(done.state == .completed)
+                #expect(sha256(ofFile: h.path("y.iso")) == digest)
+            } else {
+                guard case .failed(let reason) = done.state else {
+                    Issue.record("ended \(done.state)")
+                    return
+                }
+                #expect(reason.contains("expected \(digest)"), "\(reason)")
+                #expect(!FileManager.default.fileExists(atPath: h.path("x.iso")))
+                #expect(!FileManager.default.fileExists(atPath: h.path("y.iso")))
+            }
+        }
+    }
+
     /// A completed download whose file a person removed, its name since taken by another download's
     /// file, is fetched again beside that file, never over it (a tester: it replaced the other's
     /// file, and two rows named one file).

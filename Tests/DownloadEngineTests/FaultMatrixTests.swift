@@ -678,6 +678,26 @@ import TestSupport
         }
     }
 
+    /// A 206 whose Content-Range gives no length (`bytes N-E/*`) and whose body ends before E is a
+    /// short body, resumed from where it ended: a tester's was reported completed, exit 0, a
+    /// truncated file (the first answer, chunked, said no length either).
+    @Test("17: a 206 without a length whose body ends before its range does is resumed, not taken whole", arguments: [false, true])
+    func a206WithoutALengthEndingEarlyIsResumed(secure: Bool) async throws {
+        try await Self.overHTTPOrHTTPS(secure) { server, h in
+            var faults = Faults()
+            faults.chunked = true
+            faults.closeAfterBytes = 100_000
+            faults.rangeTotalUnknown = true
+            faults.shortRangeBy = 100_000
+            faults.shortRangeUnannounced = true
+            server.serve("/star.bin", size: 400_000, faults: faults)
+            let id = try await h.session.schedule(server.url("/star.bin"), to: .file(h.path("star.bin")))
+            _ = try await h.waitCompleted(id)
+            #expect(sha256(ofFile: h.path("star.bin")) == server.sha256("/star.bin"))
+            #expect(server.requests("/star.bin").map(\.range) == [nil, "bytes=100000-", "bytes=300000-"])
+        }
+    }
+
     /// A 416 carrying none of the file's validators (nginx's) is checked by overlap before the file
     /// is taken as complete: a tester's server that ignored If-Range answered a new version of the
     /// same length so, and the old file was reported complete. The same file is not fetched again.
