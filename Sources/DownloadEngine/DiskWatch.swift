@@ -9,7 +9,7 @@ import Darwin
 /// system it is.
 public enum DiskWatch {
     /// The file system that holds `path`, a file that may not exist yet (its directory is read);
-    /// nil when it cannot be read (the directory is gone).
+    /// nil when it cannot be read (the directory is gone) or counts no room.
     public static func reading(near path: String, floor: SpaceFloor) -> DiskReading? {
         reading(directory: directory(of: path), floor: floor)
     }
@@ -19,6 +19,9 @@ public enum DiskWatch {
         var info = statvfs()
         var status = stat()
         guard statvfs(directory, &info) == 0, stat(directory, &status) == 0 else { return nil }
+        // A file system that counts no blocks (ramfs, some FUSE ones) says nothing of its room: no
+        // floor applies there (a tester's download into ramfs waited for room forever).
+        guard info.f_blocks > 0 else { return nil }
         let free = bytes(UInt64(info.f_bavail), times: UInt64(info.f_frsize))
         let capacity = bytes(UInt64(info.f_blocks), times: UInt64(info.f_frsize))
         return DiskReading(free: free, capacity: capacity, floor: floor.bytes(capacity: capacity), filesystem: UInt64(status.st_dev))

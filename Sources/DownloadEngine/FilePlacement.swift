@@ -139,7 +139,7 @@ enum FilePlacement {
 
     /// Copies `source` into a new file at `path`; false when `path` already exists.
     private static func copy(_ source: String, toNew path: String) throws(Failure) -> Bool {
-        let input = open(source, O_RDONLY | O_CLOEXEC)
+        let input = open(source, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
         guard input >= 0 else { throw Failure("read", source, errno) }
         defer { close(input) }
         let output = DirectoryLock.change(path) { open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644) }

@@ -68,8 +68,16 @@ final class PartFile {
         // The name must still lead to the file locked: one another process moved away (into
         // place) between the open and the lock is not this part file any more; open the name again.
         for _ in 0..<3 {
-            fd = DirectoryLock.change(path) { open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0o644) }
-            guard fd >= 0 else { throw Failure(operation: "open", path: path, code: errno) }
+            // Never through a symbolic link, nor into a FIFO, a device or a directory: what stands at
+            // the name is not a part file haul wrote (a tester's link at a paused download's part
+            // file was written through: a file outside the directory rewritten, and a wrong file
+            // completed, exit 0; a FIFO hung the open).
+            fd = DirectoryLock.change(path) { open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0o644) }
+            guard fd >= 0 else {
+                let code = errno
+                if code == ELOOP || code == ENXIO || code == EISDIR { throw Self.notAPartFile(path) }
+                throw Failure(operation: "open", path: path, code: code)
+            }
             if let failure = Self.lock(fd, path: path) {
                 Self.closeDescriptor(fd)
                 throw failure
@@ -78,6 +86,10 @@ final class PartFile {
                 let code = errno
                 Self.closeDescriptor(fd)
                 throw Failure(operation: "stat", path: path, code: code)
+            }
+            guard info.st_mode & S_IFMT == S_IFREG else {
+                Self.closeDescriptor(fd)
+                throw Self.notAPartFile(path)
             }
             var named = stat()
             if stat(path, &named) == 0, named.st_dev == info.st_dev, named.st_ino == info.st_ino { break }
@@ -144,7 +156,7 @@ final class PartFile {
     /// (replace, cut, remove, place it), and that no other download than `owner` marked (nil: not
     /// looked at). Waits out a lock let go a moment later (`lockPatience`).
     static func holding<T>(_ path: String, flags: Int32 = O_RDONLY, owner: String?, _ body: (Int32) -> T) -> Held<T> {
-        let fd = open(path, flags | O_CLOEXEC)
+        let fd = open(path, flags | O_CLOEXEC | O_NONBLOCK)
         guard fd >= 0 else { return .unopened(errno) }
         defer { closeDescriptor(fd) }
         if let busy = lock(fd, path: path, patience: lockPatience) { return .busy(busy) }
@@ -176,7 +188,7 @@ final class PartFile {
 
     /// `count` bytes of the file at `path` from `offset`; nil when they cannot all be read.
     static func bytes(of path: String, at offset: Int64, count: Int) -> [UInt8]? {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
         guard fd >= 0 else { return nil }
         defer { closeDescriptor(fd) }
         var bytes = [UInt8](repeating: 0, count: count)
@@ -265,9 +277,19 @@ final class PartFile {
     /// The length of the part file at `path`; 0 when there is none.
     static func existingLength(_ path: String) throws(Failure) -> Int64 {
         var info = stat()
-        if stat(path, &info) == 0 { return Int64(info.st_size) }
+        if lstat(path, &info) == 0 {
+            guard info.st_mode & S_IFMT == S_IFREG else { throw notAPartFile(path) }
+            return Int64(info.st_size)
+        }
         if errno == ENOENT { return 0 }
         throw Failure(operation: "stat", path: path, code: errno)
+    }
+
+    /// What stands at a part file's name is not a file (a symbolic link, a FIFO, a directory …):
+    /// left alone, as bytes this download did not write, and the download goes on in a part file
+    /// of its own.
+    static func notAPartFile(_ path: String) -> Failure {
+        Failure(operation: Failure.ownerOperation, path: path, code: Failure.unmarked)
     }
 
     func close() {

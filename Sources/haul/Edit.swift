@@ -110,8 +110,9 @@ struct Add: AsyncParsableCommand {
 
     func run() async throws {
         let settings = try add.apply(to: state.settings())
-        let requests = try add.requests(settings, requireURL: true)
-        if let (_, client) = await LiveQueue.attach(try state.resolvedPath(settings)) {
+        let path = try state.resolvedPath(settings)
+        let requests = try add.requests(settings, requireURL: true, state: path)
+        if let (_, client) = await LiveQueue.attach(path) {
             try await LiveQueue.checkSaved(client)
             do throws(QueueControlError) {
                 let scheduled = try await client.schedule(requests)

@@ -36,8 +36,8 @@ struct Get: AsyncParsableCommand {
     func run() async throws {
         // Everything that can be refused is refused before the state directory is touched.
         let settings = try session.apply(to: add.apply(to: state.settings()))
-        let requests = try add.requests(settings, requireURL: true)
         let path = try state.resolvedPath(settings)
+        let requests = try add.requests(settings, requireURL: true, state: path)
         if let (pid, client) = await LiveQueue.attach(path) {
             try session.refuseHooks(runner: pid)
             try await Self.follow(client, runner: pid, requests: requests, json: json)

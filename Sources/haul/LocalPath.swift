@@ -11,6 +11,27 @@ enum LocalPath {
         return path.hasSuffix("/") && !standardized.hasSuffix("/") ? standardized + "/" : standardized
     }
 
+    /// Whether the directory `path` is `directory` or lies under it, symbolic links resolved.
+    static func isInside(_ path: String, _ directory: String) -> Bool {
+        let inner = resolved(path), outer = resolved(directory)
+        return inner == outer || inner.hasPrefix(outer.hasSuffix("/") ? outer : outer + "/")
+    }
+
+    /// `path` with its symbolic links resolved as far as it exists (the rest as written).
+    private static func resolved(_ path: String) -> String {
+        var head = (path as NSString).standardizingPath
+        var tail: [String] = []
+        while head.count > 1 {
+            if let real = realpath(head, nil) {
+                defer { free(real) }
+                return ([String(cString: real)] + tail.reversed()).joined(separator: "/")
+            }
+            tail.append((head as NSString).lastPathComponent)
+            head = (head as NSString).deletingLastPathComponent
+        }
+        return ([head] + tail.reversed()).joined(separator: "/")
+    }
+
     static func checkWritableDirectory(_ path: String) throws(UsageError) {
         if let problem = LocalDirectory.problem(path) { throw UsageError(message: problem) }
     }

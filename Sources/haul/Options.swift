@@ -191,7 +191,11 @@ struct AddOptions: ParsableArguments {
 
     /// Every URL with its destination and options, or one line naming the first problem. Nothing
     /// is touched: the directory is only checked.
-    func requests(_ settings: Settings, requireURL: Bool) throws(UsageError) -> [Request] {
+    ///
+    /// No download goes into the state directory `state`: its queue, lock and log are no one's
+    /// download (a tester's `-o STATE/queue.sqlite` was placed over the queue: every later command
+    /// found it damaged, and the paused rows' bytes lost their rows).
+    func requests(_ settings: Settings, requireURL: Bool, state: String) throws(UsageError) -> [Request] {
         let parsed = try validatedURLs()
         if requireURL, parsed.isEmpty { throw UsageError(message: "no URL given") }
         if output != nil, inputFile != nil { throw UsageError(message: "-o/--output takes a single URL; it cannot be used with -i/--input-file") }
@@ -206,10 +210,16 @@ struct AddOptions: ParsableArguments {
         if let output, let url = parsed.first {
             let path = LocalPath.absolute(output, in: directory)
             if let problem = LocalDirectory.outputProblem(path, option: "-o/--output") { throw UsageError(message: problem) }
+            if LocalPath.isInside(DiskWatch.directory(of: path), state) {
+                throw UsageError(message: "-o/--output \(TerminalText.sanitize(path)) is in haul's state directory, which holds the queue: choose another place")
+            }
             try Self.checkFloor(settings.minFree, near: path)
             return [Request(url: url, destination: .file(path), options: options, limit: settings.limitRateEach)]
         }
         try LocalPath.checkWritableDirectory(directory)
+        if !parsed.isEmpty, LocalPath.isInside(directory, state) {
+            throw UsageError(message: "the download directory \(TerminalText.sanitize(directory)) is in haul's state directory, which holds the queue: choose another with -d")
+        }
         try Self.checkFloor(settings.minFree, near: directory + "/")
         return parsed.map { Request(url: $0, destination: .directory(directory), options: options, limit: settings.limitRateEach) }
     }

@@ -38,8 +38,8 @@ struct Start: AsyncParsableCommand {
     func run() async throws {
         // Everything that can be refused is refused here, before a runner is started.
         let settings = try session.apply(to: add.apply(to: state.settings()))
-        let requests = try add.requests(settings, requireURL: false)
         let path = try state.resolvedPath(settings)
+        let requests = try add.requests(settings, requireURL: false, state: path)
         guard foreground else {
             if let pid = (try? StateDirectory(existingAt: path))?.liveHolder() {
                 throw UsageError(message: "haul (pid \(pid)) already runs the queue at \(path): haul attaches to it, haul stop ends it")

@@ -32,13 +32,13 @@ struct UI: AsyncParsableCommand {
     func run() async throws {
         // Everything that can be refused is refused before the queue is touched.
         let settings = try display.apply(to: session.apply(to: add.apply(to: state.settings())))
-        let requests = try add.requests(settings, requireURL: false)
+        let path = try state.resolvedPath(settings)
+        let requests = try add.requests(settings, requireURL: false, state: path)
         let defaults = try add.defaultOptions(settings)
         guard isatty(STDIN_FILENO) == 1, isatty(STDOUT_FILENO) == 1 else {
             throw UsageError(message: "the terminal UI needs a terminal on stdin and stdout (use haul get in scripts)")
         }
         try Self.checkTerminal()
-        let path = try state.resolvedPath(settings)
         if let (pid, client) = await LiveQueue.attach(path) {
             try session.refuseHooks(runner: pid)
             try await Self.attach(client, runner: pid, statePath: path, settings: settings, requests: requests, downloadDirectory: add.downloadDirectory(settings), defaults: defaults)

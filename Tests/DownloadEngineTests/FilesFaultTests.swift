@@ -141,4 +141,72 @@ import TestSupport
             #expect(kinds == [.added, .waiting], "\(kinds)")
         }
     }
+
+    /// A symbolic link a person put at a paused download's part file is never written through: the
+    /// download goes on in a part file of its own, and the link's target stays as it was. A tester's
+    /// link was resumed through: a file outside the directory rewritten, and the spliced file
+    /// reported completed, exit 0.
+    @Test("19: a symbolic link at a paused download's part file is left alone, never written through")
+    func aSymlinkAtThePartFileIsNeverWrittenThrough() async throws {
+        try await Harness.with { h in
+            h.server.serve("/s.bin", size: 200_000, faults: stalled(at: 60_000))
+            let target = h.path("s.bin")
+            let id = try await h.session.schedule(h.server.url("/s.bin"), to: .file(target))
+            try await waitUntil("60,000 bytes on disk") { fileLength(target + ".part") == 60_000 }
+            try await h.session.pause(id)
+            _ = try await h.wait(id) { $0.state == .paused }
+            let outside = h.path("outside.bin")
+            let theirs = Data((0..<150_000).map { UInt8(truncatingIfNeeded: $0 &* 7) })
+            try theirs.write(to: URL(fileURLWithPath: outside))
+            #expect(unlink(target + ".part") == 0)
+            #expect(symlink(outside, target + ".part") == 0)
+            h.server.serve("/s.bin", size: 200_000)
+            try await h.session.resume(id)
+            let done = try await h.waitCompleted(id)
+            let placed = try #require(done.completedPath)
+            #expect(sha256(ofFile: placed) == h.server.sha256("/s.bin"))
+            var info = stat()
+            #expect(lstat(placed, &info) == 0 && info.st_mode & S_IFMT == S_IFREG, "the file is a file, not the link")
+            #expect(try Data(contentsOf: URL(fileURLWithPath: outside)) == theirs, "the link's target is as it was")
+            #expect(lstat(target + ".part", &info) == 0 && info.st_mode & S_IFMT == S_IFLNK, "the link is left where it was")
+        }
+    }
+
+    /// A FIFO at a download's part file name is not opened as its file (a tester's hung the
+    /// download, and later every start of the queue): the download goes on beside it.
+    @Test("19: a FIFO at a part file's name is passed over, never opened")
+    func aFIFOAtThePartFileIsPassedOver() async throws {
+        try await Harness.with { h in
+            h.server.serve("/p.bin", size: 3_000)
+            let target = h.path("p.bin")
+            #expect(mkfifo(target + ".part", 0o644) == 0)
+            let id = try await h.session.schedule(h.server.url("/p.bin"), to: .file(target))
+            let done = try await h.waitCompleted(id)
+            #expect(sha256(ofFile: try #require(done.completedPath)) == h.server.sha256("/p.bin"))
+            var info = stat()
+            #expect(lstat(target + ".part", &info) == 0 && info.st_mode & S_IFMT == S_IFIFO, "the FIFO stays")
+        }
+    }
+
+    /// A file system that counts no blocks (ramfs) has no floor: a tester's download there waited
+    /// for room forever ("needs 2.8 MiB; the file system holds 0 B in all").
+    @Test("19: a download into a file system that counts no room (ramfs) is not held by the floor")
+    func aFileSystemWithoutACountOfRoomHasNoFloor() async throws {
+        let scratch = try TemporaryDirectory("haul-ramfs")
+        let disk = scratch.path("mnt")
+        try FileManager.default.createDirectory(atPath: disk, withIntermediateDirectories: true)
+        let mounted = try await ChildProcess.run("/bin/mount", ["-t", "ramfs", "ramfs", disk])
+        guard mounted.status == 0 else {
+            print("FilesFaultTests: cannot mount a ramfs here (exit \(mounted.status)); not run")
+            return
+        }
+        defer { _ = unmount(disk) }
+        #expect(DiskWatch.reading(directory: disk, floor: .bytes(1 << 20)) == nil)
+        try await Harness.with({ $0.minFree = .bytes(1 << 20) }) { h in
+            h.server.serve("/r.bin", size: 300_000)
+            let id = try await h.session.schedule(h.server.url("/r.bin"), to: .directory(disk))
+            let done = try await h.waitCompleted(id, timeout: 10)
+            #expect(sha256(ofFile: try #require(done.completedPath)) == h.server.sha256("/r.bin"))
+        }
+    }
 }

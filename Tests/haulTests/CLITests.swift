@@ -186,6 +186,34 @@ import TestSupport
         #expect(!FileManager.default.fileExists(atPath: directory + "/.state"), "no queue created")
     }
 
+    /// No download goes into the state directory: a tester's `-o STATE/queue.sqlite` was placed
+    /// over the queue (every later command found it damaged), and `-o STATE/lock` was rewritten.
+    @Test func aDownloadIntoTheStateDirectoryIsRefused() async throws {
+        let scratch = try TemporaryDirectory("haul-state-out")
+        defer { withExtendedLifetime(scratch) {} }
+        let directory = scratch.path
+        let state = directory + "/.state"
+        let added = try await CLI.haul(["add", "http://example.com/a", "-d", directory], in: directory)
+        #expect(added.status == 0, "\(added.stderr)")
+        #expect(symlink(state, directory + "/link") == 0)
+        let before = try await CLI.list(state: state, in: directory)
+        let stateFiles = CLI.files(state)
+        for arguments in [
+            ["get", "http://example.com/b", "-o", ".state/queue.sqlite"],
+            ["add", "http://example.com/b", "-o", "sub/../.state/lock"],
+            ["get", "http://example.com/b", "-o", "link/haul.log"],
+            ["add", "http://example.com/b", "-d", ".state"],
+            ["get", "http://example.com/b", "-d", "link"],
+        ] {
+            let run = try await CLI.haul(arguments, in: directory)
+            #expect(run.status == 2, "\(arguments): \(run.stderr)")
+            #expect(run.stderr.split(separator: "\n").count == 1 && run.stderr.contains("is in haul's state directory, which holds the queue"), "\(arguments): \(run.stderr)")
+        }
+        let after = try await CLI.list(state: state, in: directory)
+        #expect(after.count == before.count && after.count == 1, "nothing queued: \(after)")
+        #expect(CLI.files(state) == stateFiles)
+    }
+
     @Test func aCertificateFileThatIsNotPEMIsRefused() async throws {
         let scratch = try TemporaryDirectory("haul-ca")
         defer { withExtendedLifetime(scratch) {} }
