@@ -42,6 +42,12 @@ public enum LocalDirectory {
         if FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), isDirectory.boolValue {
             return "\(option) names a directory: \(path)"
         }
+        // A device, FIFO or socket would be replaced by a file (a tester's FIFO and `mknod` node
+        // were; `-o /dev/null` as root would have replaced it). A symbolic link is replaced, as a file is.
+        var info = stat()
+        if lstat(path, &info) == 0, info.st_mode & S_IFMT != S_IFREG, info.st_mode & S_IFMT != S_IFLNK {
+            return "\(option) names a device, FIFO or socket, not a file haul may replace: \(path)"
+        }
         let parent = (path as NSString).deletingLastPathComponent
         return problem(parent.isEmpty ? "/" : parent)
     }

@@ -65,6 +65,10 @@ public struct ProxySettings: Sendable, Hashable {
         guard components.scheme?.lowercased() == "http" else {
             throw Invalid(description: "\(variable): only http:// proxies are supported")
         }
+        // A port past 65535 was taken modulo 65536 (a tester's :85036 went to 19500).
+        if let problem = URLValidation.portProblem(written: withScheme) {
+            throw Invalid(description: "\(variable): \(problem)")
+        }
         return Server(
             host: host, port: components.port ?? 1080,
             user: components.user?.removingPercentEncoding, password: components.password?.removingPercentEncoding

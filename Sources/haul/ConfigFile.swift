@@ -71,7 +71,7 @@ enum ConfigFile {
     /// The settings `text` makes of `base`; `name` is the file's name for errors.
     static func apply(_ text: String, name: String, to base: Settings, home: String?) throws(UsageError) -> Settings {
         var settings = base
-        for (index, rawLine) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+        for (index, rawLine) in LocalPath.lines(of: text).enumerated() {
             let line = rawLine.trimmingWhitespace()
             guard !line.isEmpty, !line.hasPrefix("#") else { continue }
             let place = "\(TerminalText.sanitize(name)):\(index + 1)"

@@ -87,7 +87,8 @@ struct QueueEditor {
             }
             let id = DownloadID(value)
             guard machine.download(id) != nil else { throw UsageError(message: "no download \(id) in the queue") }
-            ids.append(id)
+            // Once each: `remove 1 1` said the second time that there was no download 1.
+            if !ids.contains(id) { ids.append(id) }
         }
         return ids
     }

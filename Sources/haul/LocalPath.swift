@@ -62,6 +62,13 @@ enum LocalPath {
         return text
     }
 
+    /// The lines of a text file: split at LF and CRLF (a CRLF is one `Character`, which a split at
+    /// "\n" never meets: a tester's Windows-made list was one line), without a leading BOM.
+    static func lines(of text: String) -> [Substring] {
+        let body = text.hasPrefix("\u{FEFF}") ? text.dropFirst() : Substring(text)
+        return body.split(omittingEmptySubsequences: false) { $0 == "\n" || $0 == "\r\n" }
+    }
+
     /// The system's words for `code`, lowercased as haul's messages are.
     static func systemReason(_ code: Int32) -> String {
         strerror(code).map { String(cString: $0).lowercased() } ?? "error \(code)"

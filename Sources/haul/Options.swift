@@ -198,6 +198,8 @@ struct AddOptions: ParsableArguments {
     func requests(_ settings: Settings, requireURL: Bool, state: String) throws(UsageError) -> [Request] {
         let parsed = try validatedURLs()
         if requireURL, parsed.isEmpty { throw UsageError(message: "no URL given") }
+        if directory?.isEmpty == true { throw UsageError(message: "-d/--dir is empty: give a directory") }
+        if output?.isEmpty == true { throw UsageError(message: "-o/--output is empty: give a file") }
         if output != nil, inputFile != nil { throw UsageError(message: "-o/--output takes a single URL; it cannot be used with -i/--input-file") }
         if output != nil, parsed.count != 1 { throw UsageError(message: "-o/--output takes a single URL; use -d/--dir for several") }
         if checksum != nil, parsed.count != 1 || inputFile != nil {
@@ -267,7 +269,7 @@ struct AddOptions: ParsableArguments {
         } catch {
             throw UsageError(message: "cannot read \(TerminalText.sanitize(inputFile)): \(error.message)")
         }
-        for (number, line) in contents.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+        for (number, line) in LocalPath.lines(of: contents).enumerated() {
             let text = line.trimmingWhitespace(newlines: true)
             guard !text.isEmpty, !text.hasPrefix("#") else { continue }
             do {

@@ -22,6 +22,10 @@ struct StateOptions: ParsableArguments {
 
     /// The defaults with the configuration file applied (flags come on top, in each command).
     func settings(environment: [String: String] = ProcessInfo.processInfo.environment) throws(UsageError) -> Settings {
+        // An empty value is a script's unset variable, never the default (a tester's `--state ''`
+        // edited the person's own queue).
+        if directory?.isEmpty == true { throw UsageError(message: "--state is empty: give the queue's directory") }
+        if configFile?.isEmpty == true { throw UsageError(message: "--config is empty: give a file") }
         guard let (path, explicit) = ConfigFile.location(option: configFile, environment: environment) else { return Settings() }
         // A default location that cannot be read (a directory, mode 000) is no file the person
         // asked for: it is treated as absent, as a missing one is. A named one must be readable.

@@ -110,6 +110,17 @@ import Testing
         #expect(Redirects.decide(status: 302, location: "/caf%E8.bin", from: latin, visited: [latin], allowDowngrade: false) == .follow(other))
     }
 
+    @Test func aWrittenPortIsReadAsWrittenAndAPasswordNeverShown() throws {
+        #expect(try URLValidation.parse("http://h.test:/a").port == nil, "an empty port is the default")
+        #expect(try URLValidation.parse("http://u:p:q@[::1]:8080/a?x=:9#:7").port == 8080)
+        #expect(try URLValidation.parse("http://h.test/a:99999").port == nil, "a colon in the path is no port")
+        #expect(try URLValidation.parse("http://h.test:000080/a").port == 80)
+        let refused = URLValidation.Invalid(input: "http://u:hunter2@127.0.0.1:0/a", reason: "port 0 is not between 1 and 65535")
+        #expect(refused.description == "invalid URL 'http://u:***@127.0.0.1:0/a': port 0 is not between 1 and 65535")
+        #expect(URLValidation.redactingPassword("https://user@h.test/a") == "https://user@h.test/a")
+        #expect(URLValidation.redactingPassword("http://h.test/a@b:c") == "http://h.test/a@b:c")
+    }
+
     @Test func validationAcceptsHTTPAndHTTPS() throws {
         #expect(try URLValidation.parse("http://h.test/a").absoluteString == "http://h.test/a")
         #expect(try URLValidation.parse("HTTPS://h.test:8443/a?b=c").host == "h.test")
@@ -126,6 +137,10 @@ import Testing
             ("http://h.test:0/x", "port 0 is not between 1 and 65535"),
             ("", "empty"),
             ("http://[::1", "not a URL"),
+            // A port that does not fit an integer: the URL parser dropped it (port 80 then).
+            ("http://127.0.0.1:99999999999999999999/x", "port 99999999999999999999 is not between 1 and 65535"),
+            ("http://u:p@[::1]:65536/x", "port 65536 is not between 1 and 65535"),
+            ("http://h.test:000000/x", "port 0 is not between 1 and 65535"),
         ]
         for (input, reason) in cases {
             #expect(throws: URLValidation.Invalid(input: input, reason: reason)) { try URLValidation.parse(input) }

@@ -89,6 +89,13 @@ import Testing
         #expect(try ProxySettings.from(environment: ["no_proxy": "*", "http_proxy": "p:1"]).server(for: URL(string: "http://x/")!) == nil)
         #expect(throws: ProxySettings.Invalid.self) { try ProxySettings.from(environment: ["https_proxy": "socks5://h:1"]) }
         #expect(throws: ProxySettings.Invalid.self) { try ProxySettings.from(environment: ["http_proxy": "http://"]) }
+        // A port past 65535 went to that port modulo 65536 (a tester's :85036 reached 19500).
+        do {
+            _ = try ProxySettings.from(environment: ["http_proxy": "http://127.0.0.1:85036"])
+            Issue.record("a proxy port of 85036 was taken")
+        } catch {
+            #expect(error.description == "http_proxy: port 85036 is not between 1 and 65535")
+        }
     }
 
     // MARK: The queue rules for `haul add` and the offline commands

@@ -168,6 +168,13 @@ import TestSupport
         (["get", "http://example.com/a", "--stall-timeout", "soon"], "haul: error: --stall-timeout must be a whole number, not 'soon'"),
         (["get", "http://example.com/a", "--connections"], "haul: error: --connections needs a value"),
         (["get", "http://example.com/a", "--no-fsync=1"], "haul: error: --no-fsync takes no value"),
+        // Found by a tester (nineteenth session): an empty value is never the default; a port
+        // that does not fit an integer went to port 80; a refused URL showed its password.
+        (["get", "http://example.com/a", "--state", ""], "haul: error: --state is empty: give the queue's directory"),
+        (["add", "http://example.com/a", "--config", ""], "haul: error: --config is empty: give a file"),
+        (["add", "http://example.com/a", "-d", ""], "haul: error: -d/--dir is empty: give a directory"),
+        (["get", "http://127.0.0.1:99999999999999999999/x"], "port 99999999999999999999 is not between 1 and 65535"),
+        (["get", "http://u:hunter2@127.0.0.1:0/a"], "haul: error: invalid URL 'http://u:***@127.0.0.1:0/a': port 0 is not between 1 and 65535"),
         // After `--` a word is an argument: here a URL.
         (["get", "-j", "5", "--", "-3"], "haul: error: invalid URL '-3'"),
     ])
@@ -212,6 +219,33 @@ import TestSupport
         let after = try await CLI.list(state: state, in: directory)
         #expect(after.count == before.count && after.count == 1, "nothing queued: \(after)")
         #expect(CLI.files(state) == stateFiles)
+    }
+
+    /// Found by a tester: a list and a config file with CRLF line ends (and a list with a BOM)
+    /// were read as one line and refused; `-o` on a FIFO replaced it with a file; `remove 1 1`
+    /// said there was no download 1.
+    @Test func windowsLineEndsSpecialFilesAndRepeatedIDs() async throws {
+        let scratch = try TemporaryDirectory("haul-crlf")
+        defer { withExtendedLifetime(scratch) {} }
+        let directory = scratch.path
+        let state = directory + "/.state"
+        try "\u{FEFF}http://example.com/a\r\n# a comment\r\nhttp://example.com/b\r\n".write(toFile: directory + "/list.txt", atomically: true, encoding: .utf8)
+        try "max-active = 4\r\nlimit-rate = 5M\r\n".write(toFile: directory + "/config", atomically: true, encoding: .utf8)
+        let added = try await CLI.haul(["add", "-i", "list.txt", "-d", directory, "--config", "config"], in: directory)
+        #expect(added.status == 0, "\(added.stderr)")
+        let rows = try await CLI.list(state: state, in: directory)
+        #expect(rows.compactMap { $0["url"] as? String } == ["http://example.com/a", "http://example.com/b"])
+        #expect(mkfifo(directory + "/out.fifo", 0o644) == 0)
+        let fifo = try await CLI.haul(["add", "http://example.com/c", "-o", "out.fifo"], in: directory)
+        #expect(fifo.status == 2 && fifo.stderr.contains("names a device, FIFO or socket, not a file haul may replace"), "\(fifo.stderr)")
+        var info = stat()
+        #expect(lstat(directory + "/out.fifo", &info) == 0 && info.st_mode & S_IFMT == S_IFIFO)
+        let cancelled = try await CLI.haul(["cancel", "1"], in: directory)
+        #expect(cancelled.status == 0, "\(cancelled.stderr)")
+        let removed = try await CLI.haul(["remove", "1", "1"], in: directory)
+        #expect(removed.status == 0, "\(removed.stderr)")
+        #expect(removed.stdout == "removed 1\n")
+        #expect(try await CLI.list(state: state, in: directory).count == 1)
     }
 
     @Test func aCertificateFileThatIsNotPEMIsRefused() async throws {
