@@ -90,8 +90,10 @@ enum FilePlacement {
                 guard code == EPERM || code == EXDEV || code == EMLINK || code == ENOTSUP else {
                     throw Failure("create", candidate, code)
                 }
-                // No hard links here: copy into a file created exclusively, so nothing is overwritten.
-                guard try copy(source, toNew: candidate) else { continue }
+                // No hard links here: a copy, made beside the name and synced, then given the name
+                // without replacing anything. Copied under the name itself, a kill -9 half-way left a
+                // truncated file there, passed over by the next placement for good (a tester).
+                guard try copyIn(source, as: candidate) else { continue }
                 // The source's last name: its blocks are freed, never under the directory's lock.
                 if move { unlink(source) }
                 return candidate
@@ -135,6 +137,33 @@ enum FilePlacement {
     private static func linkOrCopy(_ source: String, to path: String) throws(Failure) {
         if DirectoryLock.change(path, { link(source, path) }) == 0 { return }
         guard try copy(source, toNew: path) else { throw Failure("create", path, EEXIST) }
+    }
+
+    /// Copies `source` into a new file at `path` by way of a temporary file beside it (a name no
+    /// placement takes, `NAME.haul-copy`); false when `path` already exists.
+    private static func copyIn(_ source: String, as path: String) throws(Failure) -> Bool {
+        let temporary = SessionStateMachine.partPath(ofFile: path, suffix: ".haul-copy")
+        // One a copy killed half-way left (as the `-o` way does with its `.haul-tmp`).
+        unlink(temporary)
+        guard try copy(source, toNew: temporary) else { throw Failure("create", temporary, EEXIST) }
+        if DirectoryLock.change(path, { haul_rename_noreplace(temporary, path) }) == 0 { return true }
+        var code = errno
+        // A file system without renames that keep what is there: a link, else (none either) a
+        // rename once nothing is there.
+        if code != EEXIST {
+            if DirectoryLock.change(path, { link(temporary, path) }) == 0 {
+                unlink(temporary)
+                return true
+            }
+            code = errno
+            if code != EEXIST, access(path, F_OK) != 0, errno == ENOENT {
+                if DirectoryLock.change(path, { rename(temporary, path) }) == 0 { return true }
+                code = errno
+            }
+        }
+        unlink(temporary)
+        if code == EEXIST { return false }
+        throw Failure("create", path, code)
     }
 
     /// Copies `source` into a new file at `path`; false when `path` already exists.

@@ -21,7 +21,8 @@ struct QueueEditor {
         let path = try options.resolvedPath(settings)
         let existing = try? StateDirectory(existingAt: path)
         if let pid = existing?.liveHolder() {
-            throw UsageError(message: "haul (pid \(pid)) is running this queue (\(path)): \(verb) with its keys, or quit it and run this again")
+            // Said of any holder (a `haul get` has no keys: a tester read "pause with its keys").
+            throw UsageError(message: "haul (pid \(pid)) is running this queue (\(path)) and takes no commands from other shells: \(verb) in its terminal UI, or run this again once it has ended")
         }
         if mustExist, !(existing.map { FileManager.default.fileExists(atPath: $0.databasePath) } ?? false) {
             throw UsageError(message: "no queue at \(path): nothing to \(verb)")

@@ -130,6 +130,26 @@ import Darwin
         #expect(!FileManager.default.fileExists(atPath: part))
     }
 
+    /// A copy is made beside its name (`NAME.haul-copy`) and given the name once whole: a tester's
+    /// kill -9 half-way through a copy left a truncated file under the name itself, which the next
+    /// placement passed over for good. What such a copy left beside the name is replaced.
+    @Test func aCopyIsMadeBesideItsNameAndGivenItWhole() throws {
+        let directory = try TemporaryDirectory("placement")
+        var shm = stat()
+        var here = stat()
+        try #require(stat("/dev/shm", &shm) == 0 && stat(directory.path, &here) == 0, "needs /dev/shm")
+        try #require(shm.st_dev != here.st_dev, "/dev/shm is another file system than the temporary directory")
+        let part = "/dev/shm/haul-placement-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).part"
+        defer { unlink(part) }
+        try write("the whole file", to: part)
+        try write("the who", to: directory.path("f.bin.haul-copy"))
+        let placed = try FilePlacement.place(part, at: .directory(directory.path), name: "f.bin", move: false)
+        #expect(placed == directory.path("f.bin"))
+        #expect(read(placed) == "the whole file")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path) == ["f.bin"], "nothing left beside it")
+        #expect(read(part) == "the whole file")
+    }
+
     /// A copy for a further requester (`move` false) leaves the part file for the move that follows.
     @Test func aCopyForAnotherRequesterKeepsThePartFile() throws {
         let directory = try TemporaryDirectory("placement")
