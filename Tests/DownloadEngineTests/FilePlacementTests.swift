@@ -108,15 +108,20 @@ import Darwin
         #expect(read(theirs) == "the body")
     }
 
-    /// A part file on another file system cannot be renamed (nor linked) there: it is copied into a
-    /// new file and then removed, still never over a file there.
-    @Test func aMoveToAnotherFileSystemCopies() throws {
-        let directory = try TemporaryDirectory("placement")
+    /// A part file's path in /dev/shm, another file system than `directory`'s.
+    func partOnAnotherFileSystem(than directory: TemporaryDirectory) throws -> String {
         var shm = stat()
         var here = stat()
         try #require(stat("/dev/shm", &shm) == 0 && stat(directory.path, &here) == 0, "needs /dev/shm")
         try #require(shm.st_dev != here.st_dev, "/dev/shm is another file system than the temporary directory")
-        let part = "/dev/shm/haul-placement-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).part"
+        return "/dev/shm/haul-placement-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).part"
+    }
+
+    /// A part file on another file system cannot be renamed (nor linked) there: it is copied into a
+    /// new file and then removed, still never over a file there.
+    @Test func aMoveToAnotherFileSystemCopies() throws {
+        let directory = try TemporaryDirectory("placement")
+        let part = try partOnAnotherFileSystem(than: directory)
         defer { unlink(part) }
         try write("across", to: part)
         try write("a person's", to: directory.path("f.bin"))
@@ -135,11 +140,7 @@ import Darwin
     /// placement passed over for good. What such a copy left beside the name is replaced.
     @Test func aCopyIsMadeBesideItsNameAndGivenItWhole() throws {
         let directory = try TemporaryDirectory("placement")
-        var shm = stat()
-        var here = stat()
-        try #require(stat("/dev/shm", &shm) == 0 && stat(directory.path, &here) == 0, "needs /dev/shm")
-        try #require(shm.st_dev != here.st_dev, "/dev/shm is another file system than the temporary directory")
-        let part = "/dev/shm/haul-placement-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).part"
+        let part = try partOnAnotherFileSystem(than: directory)
         defer { unlink(part) }
         try write("the whole file", to: part)
         try write("the who", to: directory.path("f.bin.haul-copy"))
