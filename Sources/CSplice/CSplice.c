@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 ssize_t haul_splice(int in, int out, int64_t *out_offset, size_t length, int nonblocking) {
@@ -92,6 +93,25 @@ int haul_remove_attribute(int fd, const char *name) {
 #else
     (void)fd; (void)name;
     errno = ENOTSUP;
+    return -1;
+#endif
+}
+
+int haul_mount_id(const char *path, uint64_t *device, uint64_t *mount) {
+#ifdef __linux__
+    struct statx info;
+    const unsigned unique = 0x4000; // STATX_MNT_ID_UNIQUE, which glibc 2.36's headers lack
+    if (statx(AT_FDCWD, path, AT_STATX_SYNC_AS_STAT, unique, &info) != 0) return -1;
+    if (!(info.stx_mask & unique)) {
+        errno = ENOTSUP;
+        return -1;
+    }
+    *device = ((uint64_t)info.stx_dev_major << 32) | info.stx_dev_minor;
+    *mount = info.stx_mnt_id;
+    return 0;
+#else
+    (void)path; (void)device; (void)mount;
+    errno = ENOSYS;
     return -1;
 #endif
 }

@@ -51,6 +51,8 @@ public enum QueueRecovery {
         let written = download.writtenSegments
         download.writtenSegments = []
         let rebooted = checkpointBoot != nil && currentBoot != nil && checkpointBoot != currentBoot
+        // The same boot, the file system mounted again since (`BootStamp.current`): its page cache is gone too.
+        let lost = currentBoot?.hasSuffix(BootStamp.remounted) == true ? "its file system was mounted again" : "rebooted"
         switch download.state {
         case .cancelled:
             return Plan(download: download, truncateTo: nil, needsFinalize: false, note: nil)
@@ -90,7 +92,7 @@ public enum QueueRecovery {
         if rebooted && !checkpointSynced && (partLength ?? 0 > 0 || download.bytesOnDisk > 0 || !download.segments.isEmpty) {
             // Nothing of the file was fsync'd: any of it may be zeros now. Starting over empties it.
             download.segments = []
-            return startOver(download, reason: "rebooted, and the part file was never synced (--no-fsync)", truncateTo: partLength == nil ? nil : 0)
+            return startOver(download, reason: "\(lost), and the part file was never synced (--no-fsync)", truncateTo: partLength == nil ? nil : 0)
         }
         if !download.segments.isEmpty {
             let sameBoot = currentBoot != nil && checkpointBoot == currentBoot
@@ -111,7 +113,7 @@ public enum QueueRecovery {
         }
         if rebooted && partLength > download.bytesOnDisk {
             let checkpoint = download.bytesOnDisk
-            download.lastError = "rebooted: resuming from the last synced checkpoint at \(Format.bytes(checkpoint))"
+            download.lastError = "\(lost): resuming from the last synced checkpoint at \(Format.bytes(checkpoint))"
             return Plan(download: download, truncateTo: checkpoint, needsFinalize: false, note: download.lastError)
         }
         download.bytesOnDisk = partLength

@@ -400,7 +400,8 @@ public struct SessionStateMachine: Sendable {
     /// A queued, downloading, waiting, paused or failed download of the same URL is reused: one URL
     /// never has two transfers. A paused or failed one resumes. The first requester's headers are
     /// kept, unless the download failed and the request gives headers: those are its own then. A
-    /// checksum is adopted when the download had none, and a different one is refused.
+    /// checksum is adopted when the download had none, and a different one is refused. More
+    /// connections than the download has are taken (from its next attempt on).
     ///
     /// With `hold`, the download is queued but not started (`haul add`: the queue is edited while
     /// no process runs it).
@@ -455,6 +456,13 @@ public struct SessionStateMachine: Sendable {
             if download.limit == nil, let limit {
                 download.limit = limit
                 note(existing, .setting, "limited to \(Format.speed(Double(limit))) by a request that joined it")
+            }
+            // More connections asked for are taken from the next attempt on (a tester's paused
+            // download asked for again with `--connections 8` went on over one, without a word);
+            // fewer leave it as it is.
+            if options.connections > download.options.connections {
+                download.options.connections = options.connections
+                note(existing, .setting, "\(options.connections) connections, asked for by a request that joined it")
             }
             if download != downloads[existing] { downloads[existing] = download }
             var actions: [Action] = []

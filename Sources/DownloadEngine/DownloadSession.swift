@@ -119,7 +119,15 @@ public actor DownloadSession {
     // its actions.
     private let journal: (any QueueJournal)?
     private let journalQueue = DispatchQueue(label: "haul.journal")
-    private let bootID: String?
+    /// This boot's id (`BootID`).
+    private let boot: String?
+    /// What every checkpoint stores of its boot (`BootStamp`): `boot`, with the mounts part files
+    /// were opened on (`noteMount`).
+    private var bootID: String?
+    /// The mounts part files were opened on, by device.
+    private var mounts: [UInt64: Set<UInt64>] = [:]
+    /// The directories whose mount is in `mounts`.
+    private var mountedDirectories: Set<String> = []
     private var ledger: DurabilityLedger
     /// Callers waiting for their publish to be committed (and shown), by its token.
     private var waiters: [(token: UInt64, continuation: CheckedContinuation<Void, Never>)] = []
@@ -163,7 +171,8 @@ public actor DownloadSession {
     public init(configuration: Configuration = .init(), journal: (any QueueJournal)? = nil) {
         self.configuration = configuration
         self.journal = journal
-        bootID = BootID.current()
+        boot = BootID.current()
+        bootID = boot
         ledger = DurabilityLedger(configuration: .init(syncs: configuration.syncOnCompletion))
         machine = SessionStateMachine(configuration: .init(
             maxActive: max(1, configuration.maxActive), maxTries: max(1, configuration.maxTries), backoff: configuration.backoff,
@@ -521,7 +530,7 @@ public actor DownloadSession {
     @discardableResult
     public func restore(_ stored: StoredQueue, startPending: Bool) async -> [String] {
         guard machine.all.isEmpty, !isShutDown else { return [] }
-        let boot = bootID
+        let boot = boot
         let queue = configuration.queueID
         let plans = await FileSync.run { () -> [(QueueRecovery.Plan, synced: Bool)] in
             stored.downloads.map { download in
@@ -544,10 +553,15 @@ public actor DownloadSession {
                 if partLength == nil, QueueRecovery.placementStamp(download) != nil {
                     candidates = (0...download.extraDestinations.count).map { Self.placementCandidates(download, requester: $0) }
                 }
+                let checkpointBoot = stored.checkpointBoots[download.id]
+                // Unsynced bytes are the page cache's: trusted in this boot on the mount that held
+                // them, not once the file system was mounted again.
+                let mount = checkpointBoot?.contains(";") == true ? MountID.of(DiskWatch.directory(of: download.partPath)) : nil
                 let plan = QueueRecovery.plan(
-                    download, partLength: partLength, checkpointBoot: stored.checkpointBoots[download.id],
+                    download, partLength: partLength, checkpointBoot: checkpointBoot,
                     checkpointSynced: !stored.unsyncedCheckpoints.contains(download.id),
-                    currentBoot: boot, destinationFileLength: destinationLength, placedCandidates: candidates.first ?? [],
+                    currentBoot: BootStamp.current(checkpoint: checkpointBoot, boot: boot, mount: mount),
+                    destinationFileLength: destinationLength, placedCandidates: candidates.first ?? [],
                     extraCandidates: Array(candidates.dropFirst())
                 )
                 if let length = plan.truncateTo { _ = FileSync.cut(download.partPath, to: length, owner: owner) }
@@ -734,7 +748,20 @@ public actor DownloadSession {
         }
     }
 
+    /// Adds the mount of `path`'s directory to what checkpoints store of their boot, before the
+    /// first byte is written there: a recovery in this boot then trusts unsynced bytes only on
+    /// that mount, never on the file system mounted again (`BootStamp`). One look per directory.
+    private func noteMount(of path: String) {
+        let directory = DiskWatch.directory(of: path)
+        guard let boot, !mountedDirectories.contains(directory) else { return }
+        mountedDirectories.insert(directory)
+        guard let mount = MountID.of(directory), mounts[mount.device]?.contains(mount.id) != true else { return }
+        mounts[mount.device, default: []].insert(mount.id)
+        bootID = BootStamp.string(boot: boot, mounts: mounts)
+    }
+
     private func start(_ order: SessionStateMachine.TransferOrder) {
+        noteMount(of: order.partPath)
         let progress = TransferProgress(writesBack: configuration.syncOnCompletion)
         let id = order.id
         let attempt = order.attempt

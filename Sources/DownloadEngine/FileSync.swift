@@ -3,6 +3,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import CSplice
 import DownloadCore
 import Foundation
 
@@ -177,5 +178,16 @@ private final class SyncResults: @unchecked Sendable {
             remaining -= 1
             return remaining == 0 ? stored : nil
         }
+    }
+}
+
+/// The mount a path is on (`BootStamp`): its file system's device and the mount's unique id.
+public enum MountID {
+    /// Nil where the kernel gives no unique mount id (before Linux 6.8) or `path` cannot be read.
+    public static func of(_ path: String) -> (device: UInt64, id: UInt64)? {
+        var device: UInt64 = 0
+        var mount: UInt64 = 0
+        guard haul_mount_id(path, &device, &mount) == 0 else { return nil }
+        return (device, mount)
     }
 }

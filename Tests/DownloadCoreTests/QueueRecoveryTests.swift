@@ -33,6 +33,33 @@ import Testing
         #expect(plan.note?.contains("rebooted") == true)
     }
 
+    /// The same boot, but the part file's file system mounted again since the checkpoint (a
+    /// tester's ext4 shutdown with `data=writeback` kept the file's length, not its last bytes:
+    /// 246 zeros were resumed after, exit 0): only the checkpoint is trusted, as after a reboot.
+    @Test func aFileSystemMountedAgainTrustsOnlyTheCheckpoint() throws {
+        let stamp = BootStamp.string(boot: "b1", mounts: [7: [40], 9: [41, 52]])
+        #expect(stamp == "b1;7=40;9=41;9=52")
+        #expect(BootStamp.parse(stamp).boot == "b1" && BootStamp.parse(stamp).mounts == [7: [40], 9: [41, 52]])
+        #expect(BootStamp.parse("b1").mounts.isEmpty)
+        let plan = { (mount: (device: UInt64, id: UInt64)?, boot: String) in
+            QueueRecovery.plan(try self.row(.downloading), partLength: 700, checkpointBoot: stamp,
+                               currentBoot: BootStamp.current(checkpoint: stamp, boot: boot, mount: mount))
+        }
+        // Mounted again: the checkpoint.
+        let remounted = try plan((7, 77), "b1")
+        #expect(remounted.truncateTo == 400 && remounted.download.bytesOnDisk == 400)
+        #expect(remounted.note == "its file system was mounted again: resuming from the last synced checkpoint at 400 B")
+        // The same mount (either of a device's two), a device not named, no mount known: the file's length.
+        for mount in [(7, 40), (9, 52), (3, 1), nil] as [(device: UInt64, id: UInt64)?] {
+            let same = try plan(mount, "b1")
+            #expect(same.truncateTo == nil && same.download.bytesOnDisk == 700, "\(String(describing: mount))")
+        }
+        // Another boot: the checkpoint, said as a reboot.
+        #expect(try plan((7, 40), "b2").note?.hasPrefix("rebooted:") == true)
+        #expect(BootStamp.current(checkpoint: nil, boot: "b1", mount: (7, 1)) == "b1")
+        #expect(BootStamp.current(checkpoint: stamp, boot: nil, mount: (7, 1)) == nil)
+    }
+
     @Test func anUnsyncedCheckpointIsTrustedInItsBootAndStartsOverAfterAReboot() throws {
         // Given a checkpoint stored without an fsync (--no-fsync)
         let download = try row(.downloading)

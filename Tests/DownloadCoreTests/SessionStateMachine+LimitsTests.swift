@@ -136,6 +136,24 @@ import Testing
         #expect(notes == ["headers of the request that tried it again: Authorization"])
     }
 
+    /// A request asking for more connections than its download has raises them, from the next
+    /// attempt on, and says so; fewer change nothing.
+    @Test func aRequestJoiningADownloadRaisesItsConnectionsNeverLowersThem() throws {
+        var m = machine(maxActive: 2)
+        let (a, actions) = try m.schedule(url: url("a"), destination: .file("/d/a"), options: RequestOptions(connections: 2))
+        let running = try #require(order(actions, of: a))
+        _ = try m.schedule(url: url("a"), destination: .file("/d/a"), options: RequestOptions(connections: 8))
+        #expect(m.download(a)?.options.connections == 8)
+        _ = try m.schedule(url: url("a"), destination: .file("/d/a"), options: RequestOptions(connections: 1))
+        #expect(m.download(a)?.options.connections == 8)
+        _ = try m.pause(a)
+        _ = m.transferFinished(a, attempt: running.attempt, outcome: .stopped, bytesOnDisk: 10, now: now, jitter: 0)
+        let resumed = try m.resume(a)
+        #expect(order(resumed, of: a)?.options.connections == 8, "the next attempt has them")
+        let notes = m.takeHistory(at: now).filter { $0.download == a && $0.kind == .setting }.map(\.text)
+        #expect(notes == ["8 connections, asked for by a request that joined it"])
+    }
+
     // MARK: Clearing completed rows
 
     @Test func clearCompletedForgetsEveryPlacedCompletedRowAndNothingElse() throws {

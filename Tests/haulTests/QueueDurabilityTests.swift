@@ -184,6 +184,40 @@ import TestSupport
         sys.exit(1)
         """
 
+    /// Unsynced bytes are trusted after a `kill -9` only while their file system stays mounted: a
+    /// tester's ext4 (`data=writeback`) shut down and mounted again within the boot kept the part
+    /// file's length but not its last bytes, and the zeros were resumed after, exit 0. Here the
+    /// checkpoints are unsynced (`--no-fsync`): in the mount that wrote them the file's length is
+    /// resumed from; mounted again, the download starts over, as after a reboot.
+    @Test func aFileSystemMountedAgainAfterAKillTrustsNoUnsyncedByte() async throws {
+        let scratch = try TemporaryDirectory("haul-remount")
+        guard let image = try await Ext4Image.make(in: scratch, for: "aFileSystemMountedAgainAfterAKillTrustsNoUnsyncedByte") else { return }
+        try await CLI.withServer { server, directory in
+            var faults = Faults()
+            faults.holdAt = [300_000]
+            server.serve("/w.bin", size: 600_000, faults: faults)
+            let target = image.mountPoint + "/w.bin"
+            let arguments = ["get", server.url("/w.bin").absoluteString, "-o", target, "--no-fsync"]
+            let state = directory + "/.state"
+            let first = try HaulProcess(arguments, in: directory, state: state)
+            try await waitUntil("300,000 bytes in the part file") { fileLength(target + ".part") == 300_000 }
+            try await waitUntil("a checkpoint") { (try? await CLI.list(state: state, in: directory).first?["bytes"] as? Int) ?? 0 > 0 }
+            first.send(SIGKILL)
+            #expect(try await first.wait(timeout: 10).signalled)
+            server.release("/w.bin")
+            #expect(unmount(image.mountPoint))
+            try #require(try await image.mountAgain(), "mounted again")
+            #expect(fileLength(target + ".part") == 300_000, "a clean unmount kept the bytes; the page cache that held them is gone all the same")
+            let before = server.requests("/w.bin").count
+            let second = try await HaulProcess(arguments, in: directory, state: state).wait()
+            #expect(second.status == 0, "\(second.stdout) \(second.stderr)")
+            #expect(second.stdout.contains("its file system was mounted again"), "\(second.stdout)")
+            #expect(sha256(ofFile: target) == server.sha256("/w.bin"))
+            let again = server.requests("/w.bin").dropFirst(before)
+            #expect(again.first?.range == nil, "fetched from zero: \(again.map(\.range))")
+        }
+    }
+
     @Test(arguments: [SIGTERM, SIGHUP, SIGINT])
     func aSignalPausesCheckpointsAndExitsWithinTwoSeconds(signal: Int32) async throws {
         try await withFixture { fixture in

@@ -35,3 +35,8 @@ int haul_set_attribute(int fd, const char *name, const void *value, size_t size)
 
 // fremovexattr(2): removes the attribute `name` of `fd`; 0 or -1 with errno.
 int haul_remove_attribute(int fd, const char *name);
+
+// statx(2) with STATX_MNT_ID_UNIQUE (Linux 6.8): the file system's device and the unique id of the
+// mount that holds `path` (never reused in a boot: a file system mounted again gets a new one);
+// 0, or -1 (ENOTSUP when the kernel gives no unique id).
+int haul_mount_id(const char *path, uint64_t *device, uint64_t *mount);
