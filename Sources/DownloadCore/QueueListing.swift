@@ -61,7 +61,7 @@ public struct QueueListing: Sendable, Hashable, Encodable {
     public static func object(for download: Download, live: Bool = false, now: Date = Date()) -> QueueListing {
         QueueListing(
             id: download.id.rawValue,
-            state: download.state.word,
+            state: stateWord(download),
             bytes: download.bytesOnDisk,
             total: download.totalBytes,
             resumedFrom: download.resumeOffset,
@@ -127,6 +127,14 @@ public struct QueueListing: Sendable, Hashable, Encodable {
     }
 
     /// The finished file, else the part file the bytes are in.
+    /// The state's word; `downloading` for a completed row whose file was not placed yet (a commit
+    /// saves that row before the move, and a kill -9 can end haul between them): as a runner shows
+    /// it, until its file has its name (a tester's `haul list` after a kill said `completed` of part
+    /// files, some moved away already).
+    public static func stateWord(_ download: Download) -> String {
+        download.state == .completed && download.completedPaths.isEmpty ? DownloadState.downloading.word : download.state.word
+    }
+
     public static func path(_ download: Download) -> String {
         download.completedPath ?? download.partPath
     }

@@ -1015,6 +1015,9 @@ public struct SessionStateMachine: Sendable {
         case .resumed(let offset, let verified): note(id, .resumed, Self.resumeWords(offset, verified: verified, overlap: info.checkedByOverlap))
         }
         if running[id] == attempt { download.connecting = false }
+        // A purge's note says a resume fetches from zero: true until this answer (a tester's row
+        // kept saying it several resumes later, over the bytes fetched since).
+        if download.lastError?.hasPrefix(Download.purgedWords) == true { download.lastError = nil }
         download.lastStatus = info.status
         download.finalURL = info.finalURL
         if let total = info.total { download.totalBytes = total }

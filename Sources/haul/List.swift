@@ -40,6 +40,8 @@ struct List: AsyncParsableCommand {
         do {
             queue = try Self.read(path)
         } catch let error as AppDatabase.Failure {
+            // A full or failing disk is no bad input: exit 1, as every command (a tester's said 2).
+            if error.diskFault { throw DiskFault(message: error.description) }
             throw UsageError(message: error.description)
         } catch let error as StateDirectory.Failure {
             throw UsageError(message: error.description)
@@ -87,7 +89,7 @@ struct List: AsyncParsableCommand {
         for download in queue.downloads {
             let resumed = download.resumeOffset.map { "\(Format.bytes($0)) (\(download.resumeCount)x)" } ?? "-"
             lines.append(pad([
-                "\(download.id)", download.state.word, Format.bytes(download.bytesOnDisk),
+                "\(download.id)", QueueListing.stateWord(download), Format.bytes(download.bytesOnDisk),
                 download.totalBytes.map(Format.bytes) ?? "?", resumed,
                 TerminalText.sanitize(QueueListing.path(download)), TerminalText.sanitize(download.url.redactingPassword),
             ]))

@@ -96,6 +96,20 @@ import Testing
         #expect(download.completedPath(for: .directory("/elsewhere")) == "/a/x.bin", "not a requester: the first file")
     }
 
+    /// A completed row whose file was not placed yet (its commit comes before the move; a kill -9
+    /// may end haul between them) is `downloading` at its part file until placed: a tester's list
+    /// after a kill said `completed` of part files, some moved away already.
+    @Test func aCompletedRowNotYetPlacedIsStillDownloading() throws {
+        var download = Download(id: DownloadID(4), url: try #require(URL(string: "http://h/f.bin")), destination: .directory("/d"), partPath: "/d/f.bin.part")
+        download.state = .completed
+        download.bytesOnDisk = 10
+        let unplaced = QueueListing.object(for: download)
+        #expect(unplaced.state == "downloading" && unplaced.path == "/d/f.bin.part")
+        download.completedPaths = ["/d/f.bin"]
+        let placed = QueueListing.object(for: download)
+        #expect(placed.state == "completed" && placed.path == "/d/f.bin")
+    }
+
     @Test func liveObjectsAddTheSpeedOnly() throws {
         var download = try downloads()[0]
         download.bytesPerSecond = 1234.6

@@ -838,6 +838,14 @@ import Testing
         #expect(again.contains { if case .startTransfer = $0 { true } else { false } })
         #expect(m.resumeBasis(a)?.validators.isEmpty == true)
         #expect(m.purgePaused().actions.allSatisfy { if case .deletePartFile(let id, _, _) = $0 { id == b } else { false } }, "only paused ones")
+        // The purge's note holds until an answer comes; then it would be false (a tester's row said
+        // "resuming fetches it from zero" over bytes fetched since, resumes later).
+        #expect(m.download(a)?.lastError?.hasPrefix("purged: ") == true)
+        let restarted = try #require(again.compactMap { if case .startTransfer(let order) = $0 { order.attempt } else { nil } }.first)
+        m.transferResponded(a, attempt: restarted, info: .init(
+            status: 200, total: 10, validators: Validators(etag: "\"v2\"", lastModified: nil), finalURL: nil, serverFileName: nil, disposition: .fresh
+        ))
+        #expect(m.download(a)?.lastError == nil)
     }
 
     @Test func progressFeedsASmoothedSpeed() throws {
