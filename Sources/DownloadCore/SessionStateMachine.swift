@@ -204,6 +204,9 @@ public struct SessionStateMachine: Sendable {
     private var byKey: [String: [DownloadID]] = [:]
     /// What each `waitingForSpace` download waits for.
     private var spaceWaits: [DownloadID: SpaceWait] = [:]
+    /// Downloads waiting for room to place their finished file: where a copy found none (the
+    /// file system the space check reads for them, not their part file's).
+    private var placementRoom: [DownloadID: String] = [:]
     /// The file system of each download's part file, as last read by `spaceChecked`.
     private var filesystems: [DownloadID: UInt64] = [:]
     /// File systems under their floor at the last check, with how many checks in a row found them so.
@@ -772,6 +775,8 @@ public struct SessionStateMachine: Sendable {
         /// Free space when it stopped: after a failed write, room must have come back since (a
         /// quota's limit does not show in the file system's free space).
         var freeThen: Int64?
+        /// A finished file's copy waits: the bytes it needs there (the whole file).
+        var copy: Int64?
     }
 
     /// The downloads whose file system the owner must read for `spaceChecked`: those running,
@@ -780,7 +785,9 @@ public struct SessionStateMachine: Sendable {
         order.compactMap { id in
             guard let download = downloads[id] else { return nil }
             switch download.state {
-            case .downloading where !placing.contains(id), .queued, .waitingForSpace:
+            case .waitingForSpace:
+                return (id, placementRoom[id] ?? download.partPath)
+            case .downloading where !placing.contains(id), .queued:
                 return (id, download.partPath)
             // Due: it starts at the next free slot, unless its file system is low.
             case .waiting where dueRetries.contains(id):
@@ -853,8 +860,16 @@ public struct SessionStateMachine: Sendable {
             reading.promised = promised[reading.filesystem] ?? 0
             if fits(download, wait, reading) {
                 spaceWaits[id] = nil
-                download.state = .queued
-                promised[reading.filesystem, default: 0] += Self.rest(download)
+                if placementRoom.removeValue(forKey: id) != nil {
+                    // Its file is whole: placed again, without a transfer.
+                    download.state = .completed
+                    placing.insert(id)
+                    actions.append(.finalize(id))
+                    promised[reading.filesystem, default: 0] += wait.copy ?? 0
+                } else {
+                    download.state = .queued
+                    promised[reading.filesystem, default: 0] += Self.rest(download)
+                }
             } else {
                 let words = Self.remainingShortage(download, wait, reading).words(reading)
                 guard download.state != .waitingForSpace(reason: words) else { continue }
@@ -896,13 +911,16 @@ public struct SessionStateMachine: Sendable {
     /// beside what is promised), else free space above the floor.
     private static func remainingShortage(_ download: Download, _ wait: SpaceWait, _ reading: DiskReading) -> SpaceShortage {
         if case .writeFailed = wait.shortage, let then = wait.freeThen, reading.free <= then { return wait.shortage }
+        // A copy of a finished file needs all of it there.
+        if let copy = wait.copy { return .cannotFit(needs: copy) }
         if case .cannotFit(let needs) = wait.shortage, download.totalBytes == nil { return .cannotFit(needs: needs) }
         let rest = rest(download)
         return rest > 0 ? .cannotFit(needs: rest) : .belowFloor
     }
 
     /// Puts `download` in `waitingForSpace` for `shortage`, read as `reading`.
-    private mutating func wait(_ download: inout Download, _ shortage: SpaceShortage, _ reading: DiskReading?) {
+    private mutating func wait(_ download: inout Download, _ shortage: SpaceShortage, _ reading: DiskReading?, copy: Int64? = nil) {
+        placementRoom[download.id] = nil
         let words = shortage.words(reading)
         // The state carries the words, not `lastError`: nothing says "waiting for disk space"
         // once it no longer does.
@@ -910,7 +928,7 @@ public struct SessionStateMachine: Sendable {
         download.bytesPerSecond = 0
         download.connecting = false
         retryTokens[download.id] = nil
-        spaceWaits[download.id] = SpaceWait(shortage: shortage, freeThen: reading?.free)
+        spaceWaits[download.id] = SpaceWait(shortage: shortage, freeThen: reading?.free, copy: copy)
     }
 
     /// Purges paused downloads on `filesystem`, least recently used first, until `lacking` bytes
@@ -1335,6 +1353,22 @@ public struct SessionStateMachine: Sendable {
     /// `discardingVersion`: the part file is not the one the transfer wrote (another program wrote
     /// or replaced it): the download forgets its version, so a retry trusts none of those bytes
     /// (it checks them against the server's before keeping any, or starts over).
+    /// The placement of `id`'s finished file found no room at `path` (a copy for a requester on
+    /// another file system, `shortage` the write that failed, `reading` that file system then): it
+    /// waits for room there, its file whole, and is placed again once the file fits (`spaceChecked`).
+    /// A tester's row said `failed` (a full disk never fails a download), and the first requester's
+    /// file was never placed.
+    public mutating func placementLacksRoom(_ id: DownloadID, at path: String, shortage: SpaceShortage, reading: DiskReading?) -> [Action] {
+        placing.remove(id)
+        guard var download = downloads[id], download.state == .completed else { return startEligible() }
+        wait(&download, shortage, reading, copy: download.totalBytes ?? download.bytesOnDisk)
+        placementRoom[id] = path
+        if let reading { filesystems[id] = reading.filesystem }
+        downloads[id] = download
+        note(id, .waiting, download.state.reason ?? "waiting for disk space")
+        return startEligible()
+    }
+
     public mutating func finalizeFailed(_ id: DownloadID, reason: String, discardingVersion: Bool = false) -> [Action] {
         placing.remove(id)
         var actions: [Action] = []

@@ -1175,6 +1175,12 @@ public actor DownloadSession {
         case .success(let placed):
             return machine.finalized(id, paths: placed.paths, stamps: placed.stamps)
         case .failure(let error):
+            if let noRoom = error.noRoom {
+                let floor = configuration.minFree
+                let reading = await FileSync.run { DiskWatch.reading(near: noRoom.path, floor: floor) }
+                configuration.logger.notice("waiting for disk space", metadata: ["id": "\(id)", "reason": "\(error.description)"])
+                return machine.placementLacksRoom(id, at: noRoom.path, shortage: .writeFailed(noRoom.words), reading: reading)
+            }
             return machine.finalizeFailed(id, reason: error.description, discardingVersion: error.partFileChanged)
         }
     }

@@ -13,8 +13,13 @@ enum FilePlacement {
         /// The part file is not the one the transfer wrote and synced: nothing of it may be trusted.
         var partFileChanged = false
 
+        /// Where a write found no room (ENOSPC, EDQUOT), in the row's words: the download waits
+        /// for room there (`SessionStateMachine.placementLacksRoom`).
+        var noRoom: (path: String, words: String)?
+
         init(_ operation: String, _ path: String, _ code: Int32) {
             description = "cannot \(operation) \(TerminalText.sanitize(path)): \(String(cString: strerror(code)))"
+            if code == ENOSPC || code == EDQUOT { noRoom = (path, code == EDQUOT ? "over quota" : "disk full") }
         }
 
         private init(description: String, partFileChanged: Bool) {

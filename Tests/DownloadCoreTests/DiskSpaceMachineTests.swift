@@ -49,6 +49,34 @@ import Testing
         #expect(DownloadState.waitingForSpace(reason: "x").isPending && !DownloadState.waitingForSpace(reason: "x").isFinished)
     }
 
+    /// A finished file whose copy for another requester found no room waits for room where the
+    /// copy goes, its file whole, and is placed again (no transfer) once the whole file fits there.
+    /// A tester's row said `failed`, and the first requester's file was never placed.
+    @Test func aPlacementWithoutRoomWaitsWhereItsCopyGoesAndIsPlacedAgain() throws {
+        var m = machine()
+        let (id, attempt) = try started(&m, "f.bin")
+        _ = try m.schedule(url: url("f.bin"), destination: .directory("/b"))
+        m.transferResponded(id, attempt: attempt, info: .init(
+            status: 200, total: 10 * Self.mib, validators: Validators(), finalURL: nil, serverFileName: nil, disposition: .fresh
+        ))
+        let ended = m.transferFinished(id, attempt: attempt, outcome: .completed, bytesOnDisk: 10 * Self.mib, now: now, jitter: 0)
+        #expect(ended.contains(.finalize(id)))
+        _ = m.placementLacksRoom(id, at: "/b/f.bin.haul-copy", shortage: .writeFailed("disk full"), reading: reading(free: 3, filesystem: 2))
+        #expect(m.download(id)?.state == .waitingForSpace(reason: "waiting for disk space (disk full, 3.0 MiB free, floor 1.0 MiB)"))
+        #expect(!m.placing.contains(id))
+        #expect(m.spaceWatchList(includePaused: false).map(\.1) == ["/b/f.bin.haul-copy"], "read where the copy goes")
+        // No more room than when it failed: it waits.
+        #expect(m.spaceChecked([id: reading(free: 3, filesystem: 2)], directory: nil, purgeWhenLow: false).actions.isEmpty)
+        // More, but not the whole file above the floor: it waits, saying what it needs.
+        #expect(m.spaceChecked([id: reading(free: 8, filesystem: 2)], directory: nil, purgeWhenLow: false).actions.isEmpty)
+        #expect(m.download(id)?.state == .waitingForSpace(reason: "waiting for disk space (needs 10.0 MiB, 8.0 MiB free, floor 1.0 MiB)"))
+        // Room for it: placed again, without a transfer.
+        let check = m.spaceChecked([id: reading(free: 20, filesystem: 2)], directory: nil, purgeWhenLow: false)
+        #expect(check.actions == [.finalize(id)])
+        #expect(m.download(id)?.state == .completed && m.placing.contains(id))
+        #expect(m.spaceWatchList(includePaused: false).isEmpty)
+    }
+
     @Test func theFloorIsOneGibibyteOrOnePercentWhicheverIsSmaller() throws {
         #expect(SpaceFloor.automatic.bytes(capacity: 24 * Self.mib) == 24 * Self.mib / 100)
         #expect(SpaceFloor.automatic.bytes(capacity: 1 << 40) == 1 << 30)

@@ -209,4 +209,43 @@ import TestSupport
             #expect(sha256(ofFile: try #require(done.completedPath)) == h.server.sha256("/r.bin"))
         }
     }
+
+    /// A copy for another requester on a file system without room for it waits for room there,
+    /// and is placed once there is, without fetching again: a tester's row said `failed` (a full
+    /// disk never fails a download), and the first requester's file was never placed.
+    @Test("19: a copy for another requester that finds no room waits for it, then both files are placed")
+    func aCopyWithoutRoomWaitsForRoomThenBothArePlaced() async throws {
+        let scratch = try TemporaryDirectory("haul-copy-room")
+        let other = scratch.path("b")
+        try FileManager.default.createDirectory(atPath: other, withIntermediateDirectories: true)
+        let mounted = try await ChildProcess.run("/bin/mount", ["-t", "tmpfs", "-o", "size=1m", "tmpfs", other])
+        guard mounted.status == 0 else {
+            print("FilesFaultTests: cannot mount a tmpfs here (exit \(mounted.status)); not run")
+            return
+        }
+        defer { _ = unmount(other) }
+        try await Harness.with { h in
+            var held = Faults()
+            held.holdAt = [100_000]
+            h.server.serve("/big.bin", size: 3_000_000, faults: held)
+            let id = try await h.session.schedule(h.server.url("/big.bin"), to: .directory(h.directory))
+            #expect(try await h.session.schedule(h.server.url("/big.bin"), to: .directory(other)) == id)
+            h.server.release("/big.bin")
+            let waiting = try await h.wait(id) { if case .waitingForSpace = $0.state { true } else { $0.state.isFinished } }
+            guard case .waitingForSpace(let reason) = waiting.state else {
+                Issue.record("ended \(waiting.state)")
+                return
+            }
+            #expect(reason.hasPrefix("waiting for disk space (disk full"), "\(reason)")
+            #expect(fileLength(h.path("big.bin.part")) == 3_000_000, "the whole file is kept")
+            let grown = try await ChildProcess.run("/bin/mount", ["-o", "remount,size=8m", other])
+            try #require(grown.status == 0, "tmpfs grown")
+            await h.session.checkSpace()
+            let done = try await h.waitCompleted(id)
+            #expect(done.completedPaths == [h.path("big.bin"), other + "/big.bin"])
+            #expect(sha256(ofFile: h.path("big.bin")) == h.server.sha256("/big.bin"))
+            #expect(sha256(ofFile: other + "/big.bin") == h.server.sha256("/big.bin"))
+            #expect(h.gets("/big.bin").count == 1, "placed again, not fetched again")
+        }
+    }
 }
