@@ -1369,6 +1369,20 @@ public struct SessionStateMachine: Sendable {
         return startEligible()
     }
 
+    /// The placement of `id`'s finished file found its destination read-only or forbidden
+    /// (`reason`): it pauses with its file whole, as a part file that cannot be written does, for a
+    /// person to fix and resume (a tester's row said `failed`).
+    public mutating func placementPaused(_ id: DownloadID, reason: String) -> [Action] {
+        placing.remove(id)
+        guard var download = downloads[id], download.state == .completed else { return startEligible() }
+        download.state = .paused
+        download.lastError = reason
+        note(id, .error, reason)
+        note(id, .paused, "paused: its file cannot be placed")
+        downloads[id] = download
+        return startEligible()
+    }
+
     public mutating func finalizeFailed(_ id: DownloadID, reason: String, discardingVersion: Bool = false) -> [Action] {
         placing.remove(id)
         var actions: [Action] = []

@@ -1181,6 +1181,7 @@ public actor DownloadSession {
                 configuration.logger.notice("waiting for disk space", metadata: ["id": "\(id)", "reason": "\(error.description)"])
                 return machine.placementLacksRoom(id, at: noRoom.path, shortage: .writeFailed(noRoom.words), reading: reading)
             }
+            if error.unwritable { return machine.placementPaused(id, reason: error.description + " (paused until it is writable)") }
             return machine.finalizeFailed(id, reason: error.description, discardingVersion: error.partFileChanged)
         }
     }

@@ -20,7 +20,12 @@ enum FilePlacement {
         init(_ operation: String, _ path: String, _ code: Int32) {
             description = "cannot \(operation) \(TerminalText.sanitize(path)): \(String(cString: strerror(code)))"
             if code == ENOSPC || code == EDQUOT { noRoom = (path, code == EDQUOT ? "over quota" : "disk full") }
+            unwritable = code == EROFS || code == EACCES
         }
+
+        /// A read-only or forbidden destination: the download pauses until a person fixes it (as a
+        /// part file that cannot be written does), its file whole.
+        var unwritable = false
 
         private init(description: String, partFileChanged: Bool) {
             self.description = description

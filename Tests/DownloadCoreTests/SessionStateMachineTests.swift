@@ -848,6 +848,24 @@ import Testing
         #expect(m.download(a)?.lastError == nil)
     }
 
+    /// A finished file whose destination is read-only or forbidden pauses, its file whole; a
+    /// resume fetches nothing but a check that the file is whole (`Transfer`'s 416), then places it.
+    @Test func aPlacementIntoAnUnwritableDestinationPauses() throws {
+        var m = machine(maxActive: 1)
+        let (a, attempt) = try started(&m)
+        let (b, _) = try m.schedule(url: URL(string: "http://example.test/b")!, destination: .file("/d/b"))
+        _ = m.transferFinished(a, attempt: attempt, outcome: .completed, bytesOnDisk: 10, now: Date(), jitter: 0)
+        #expect(m.placing.contains(a))
+        let next = m.placementPaused(a, reason: "cannot create /ro/file.bin: Read-only file system (paused until it is writable)")
+        #expect(m.download(a)?.state == .paused && !m.placing.contains(a))
+        #expect(m.download(a)?.lastError == "cannot create /ro/file.bin: Read-only file system (paused until it is writable)")
+        #expect(next.isEmpty && m.download(b)?.state == .downloading, "b took the slot when a's transfer ended")
+        #expect(m.takeHistory(at: Date()).filter { $0.download == a }.suffix(2).map(\.kind) == [.error, .paused])
+        _ = try m.resume(a)
+        #expect(m.download(a)?.state == .queued, "its next transfer finds the file whole")
+        #expect(m.download(a)?.bytesOnDisk == 10, "its bytes kept")
+    }
+
     @Test func progressFeedsASmoothedSpeed() throws {
         var m = machine()
         let (id, attempt) = try started(&m)

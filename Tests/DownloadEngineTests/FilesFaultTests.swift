@@ -248,4 +248,40 @@ import TestSupport
             #expect(h.gets("/big.bin").count == 1, "placed again, not fetched again")
         }
     }
+
+    /// A copy for another requester into a read-only file system pauses the download with its file
+    /// whole, as a part file that cannot be written does; resumed once writable, both files are
+    /// placed after a 416 (a tester's row said `failed`).
+    @Test("19: a copy into a read-only file system pauses the download; resumed, both files are placed")
+    func aCopyIntoAReadOnlyFileSystemPauses() async throws {
+        let scratch = try TemporaryDirectory("haul-copy-ro")
+        let other = scratch.path("b")
+        try FileManager.default.createDirectory(atPath: other, withIntermediateDirectories: true)
+        let mounted = try await ChildProcess.run("/bin/mount", ["-t", "tmpfs", "-o", "ro,size=8m", "tmpfs", other])
+        guard mounted.status == 0 else {
+            print("FilesFaultTests: cannot mount a tmpfs here (exit \(mounted.status)); not run")
+            return
+        }
+        defer { _ = unmount(other) }
+        try await Harness.with { h in
+            var held = Faults()
+            held.holdAt = [10_000]
+            h.server.serve("/ro.bin", size: 200_000, faults: held)
+            let id = try await h.session.schedule(h.server.url("/ro.bin"), to: .directory(h.directory))
+            #expect(try await h.session.schedule(h.server.url("/ro.bin"), to: .directory(other)) == id)
+            h.server.release("/ro.bin")
+            let paused = try await h.wait(id) { $0.state == .paused || $0.state.isFinished }
+            #expect(paused.state == .paused, "ended \(paused.state)")
+            #expect(paused.lastError?.hasSuffix("(paused until it is writable)") == true, "\(paused.lastError ?? "")")
+            #expect(fileLength(h.path("ro.bin.part")) == 200_000, "the whole file is kept")
+            let writable = try await ChildProcess.run("/bin/mount", ["-o", "remount,rw", other])
+            try #require(writable.status == 0, "made writable")
+            try await h.session.resume(id)
+            let done = try await h.waitCompleted(id)
+            #expect(done.completedPaths == [h.path("ro.bin"), other + "/ro.bin"])
+            #expect(sha256(ofFile: h.path("ro.bin")) == h.server.sha256("/ro.bin"))
+            #expect(sha256(ofFile: other + "/ro.bin") == h.server.sha256("/ro.bin"))
+            #expect(h.server.requests("/ro.bin").map(\.status) == [200, 416], "found whole by a 416, not fetched again")
+        }
+    }
 }
