@@ -210,19 +210,25 @@ import TestSupport
         }
     }
 
+    /// A tmpfs mounted with `options` in `scratch`; nil (said) where none can be mounted here.
+    static func tmpfs(_ options: String, in scratch: TemporaryDirectory) async throws -> String? {
+        let other = scratch.path("b")
+        try FileManager.default.createDirectory(atPath: other, withIntermediateDirectories: true)
+        let mounted = try await ChildProcess.run("/bin/mount", ["-t", "tmpfs", "-o", options, "tmpfs", other])
+        guard mounted.status == 0 else {
+            print("FilesFaultTests: cannot mount a tmpfs here (exit \(mounted.status)); not run")
+            return nil
+        }
+        return other
+    }
+
     /// A copy for another requester on a file system without room for it waits for room there,
     /// and is placed once there is, without fetching again: a tester's row said `failed` (a full
     /// disk never fails a download), and the first requester's file was never placed.
     @Test("19: a copy for another requester that finds no room waits for it, then both files are placed")
     func aCopyWithoutRoomWaitsForRoomThenBothArePlaced() async throws {
         let scratch = try TemporaryDirectory("haul-copy-room")
-        let other = scratch.path("b")
-        try FileManager.default.createDirectory(atPath: other, withIntermediateDirectories: true)
-        let mounted = try await ChildProcess.run("/bin/mount", ["-t", "tmpfs", "-o", "size=1m", "tmpfs", other])
-        guard mounted.status == 0 else {
-            print("FilesFaultTests: cannot mount a tmpfs here (exit \(mounted.status)); not run")
-            return
-        }
+        guard let other = try await Self.tmpfs("size=1m", in: scratch) else { return }
         defer { _ = unmount(other) }
         try await Harness.with { h in
             var held = Faults()
@@ -255,13 +261,7 @@ import TestSupport
     @Test("19: a copy into a read-only file system pauses the download; resumed, both files are placed")
     func aCopyIntoAReadOnlyFileSystemPauses() async throws {
         let scratch = try TemporaryDirectory("haul-copy-ro")
-        let other = scratch.path("b")
-        try FileManager.default.createDirectory(atPath: other, withIntermediateDirectories: true)
-        let mounted = try await ChildProcess.run("/bin/mount", ["-t", "tmpfs", "-o", "ro,size=8m", "tmpfs", other])
-        guard mounted.status == 0 else {
-            print("FilesFaultTests: cannot mount a tmpfs here (exit \(mounted.status)); not run")
-            return
-        }
+        guard let other = try await Self.tmpfs("ro,size=8m", in: scratch) else { return }
         defer { _ = unmount(other) }
         try await Harness.with { h in
             var held = Faults()
