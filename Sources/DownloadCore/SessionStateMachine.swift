@@ -441,6 +441,11 @@ public struct SessionStateMachine: Sendable {
             }
             var joined = "asked for again"
             if download.destination != destination, !download.extraDestinations.contains(destination) {
+                // Its own part file is no requester's file (a tester's `-o` naming it was told
+                // `completed` of it, exit 0, and the move took it away).
+                if case .file(let path) = destination, path == download.partPath {
+                    throw .invalidArgument("\(path) is the part file download \(existing) of this URL writes: choose another path")
+                }
                 try checkDestinationFree(destination, ignoring: existing)
                 download.extraDestinations.append(destination)
                 joined = "asked for again, also for \(Self.words(destination))"

@@ -1132,7 +1132,9 @@ public actor DownloadSession {
                     for extra in extraTargets {
                         // A file an earlier placement of this one made for the requester (a process
                         // that died before its move) is taken, never placed again beside itself.
-                        if let sourceStamp, let earlier = FilePlacement.earlierPlacement(of: sourceStamp, at: extra, name: name, besides: extras) {
+                        // Never the part file itself, which has its stamp (a tester's requester named
+                        // by it was told `completed` of it, and the move took it away).
+                        if let sourceStamp, let earlier = FilePlacement.earlierPlacement(of: sourceStamp, at: extra, name: name, besides: extras + [source]) {
                             extras.append(earlier)
                             continue
                         }

@@ -66,9 +66,7 @@ enum FilePlacement {
                 guard rename(source, path) == 0 else { throw Failure("move the file to", path, errno) }
                 return path
             }
-            // Shortened like a part file's name when `path` already uses all of NAME_MAX.
-            let temporary = SessionStateMachine.partPath(ofFile: path, suffix: ".haul-tmp")
-            unlink(temporary)
+            let temporary = temporary(beside: path, "haul-tmp")
             try linkOrCopy(source, to: temporary)
             guard rename(temporary, path) == 0 else {
                 let code = errno
@@ -149,12 +147,19 @@ enum FilePlacement {
         guard try copy(source, toNew: path) else { throw Failure("create", path, EEXIST) }
     }
 
-    /// Copies `source` into a new file at `path` by way of a temporary file beside it (a name no
-    /// placement takes, `NAME.haul-copy`); false when `path` already exists.
+    /// A name beside `path` for a file on its way there: `NAME.KIND-` and eight random hex digits,
+    /// shortened like a part file's name when `path` uses all of NAME_MAX. Made exclusively by the
+    /// caller: never a file that is there. A fixed name, removed first, deleted a person's file of
+    /// that name, and two placements of one name at once each removed the other's (a tester: one
+    /// requester was handed the other URL's bytes, exit 0).
+    private static func temporary(beside path: String, _ kind: String) -> String {
+        SessionStateMachine.partPath(ofFile: path, suffix: ".\(kind)-" + String(UInt32.random(in: .min ... .max) | 1 << 31, radix: 16))
+    }
+
+    /// Copies `source` into a new file at `path` by way of a temporary file beside it
+    /// (`temporary(beside:)`); false when `path` already exists.
     private static func copyIn(_ source: String, as path: String) throws(Failure) -> Bool {
-        let temporary = SessionStateMachine.partPath(ofFile: path, suffix: ".haul-copy")
-        // One a copy killed half-way left (as the `-o` way does with its `.haul-tmp`).
-        unlink(temporary)
+        let temporary = temporary(beside: path, "haul-copy")
         guard try copy(source, toNew: temporary) else { throw Failure("create", temporary, EEXIST) }
         if DirectoryLock.change(path, { haul_rename_noreplace(temporary, path) }) == 0 { return true }
         var code = errno

@@ -619,6 +619,26 @@ import TestSupport
     /// A placement into a directory never takes a name another download of the queue holds: the
     /// exact file a queued `-o` will write (it replaced the placed file: two rows at one file, a
     /// wrong one), or a paused download's part file name (it resumed from the placed file).
+    @Test func aRequesterWhoseNameIsThePartFilesGetsAFileOfItsOwn() async throws {
+        // A URL named like the first requester's part file, asked into that directory too: its
+        // file is `h.bin.part.1`, never the part file itself (a tester was told `completed` of the
+        // part file, exit 0, and the move took it away).
+        try await Harness.with { h in
+            var held = Faults()
+            held.holdAt = [1_000]
+            h.server.serve("/h.bin.part", size: 20_000, faults: held)
+            let id = try await h.session.schedule(h.server.url("/h.bin.part"), to: .file(h.path("h.bin")))
+            #expect(try await h.session.schedule(h.server.url("/h.bin.part"), to: .directory(h.directory)) == id)
+            await #expect(throws: SessionStateMachine.TransitionError.self) {
+                try await h.session.schedule(h.server.url("/h.bin.part"), to: .file(h.path("h.bin.part")))
+            }
+            h.server.release("/h.bin.part")
+            let done = try await h.waitCompleted(id)
+            #expect(done.completedPaths == [h.path("h.bin"), h.path("h.bin.part.1")])
+            for path in done.completedPaths { #expect(sha256(ofFile: path) == h.server.sha256("/h.bin.part"), "\(path)") }
+        }
+    }
+
     @Test func aPlacementPassesOverNamesOtherDownloadsHold() async throws {
         try await Harness.with { h in
             var held = Faults()

@@ -135,19 +135,25 @@ import Darwin
         #expect(!FileManager.default.fileExists(atPath: part))
     }
 
-    /// A copy is made beside its name (`NAME.haul-copy`) and given the name once whole: a tester's
-    /// kill -9 half-way through a copy left a truncated file under the name itself, which the next
-    /// placement passed over for good. What such a copy left beside the name is replaced.
+    /// A copy is made beside its name, under a name of its own made exclusively, and given the
+    /// name once whole: a tester's kill -9 half-way through a copy left a truncated file under the
+    /// name itself. Files already beside it stay: a fixed temporary name, removed first, deleted a
+    /// person's file, and two placements of one name at once removed each other's (one requester
+    /// got the other URL's bytes, exit 0).
     @Test func aCopyIsMadeBesideItsNameAndGivenItWhole() throws {
         let directory = try TemporaryDirectory("placement")
         let part = try partOnAnotherFileSystem(than: directory)
         defer { unlink(part) }
         try write("the whole file", to: part)
-        try write("the who", to: directory.path("f.bin.haul-copy"))
+        try write("a person's", to: directory.path("f.bin.haul-copy"))
+        try write("a person's too", to: directory.path("g.bin.haul-tmp"))
         let placed = try FilePlacement.place(part, at: .directory(directory.path), name: "f.bin", move: false)
         #expect(placed == directory.path("f.bin"))
         #expect(read(placed) == "the whole file")
-        #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path) == ["f.bin"], "nothing left beside it")
+        #expect(try FilePlacement.place(part, at: .file(directory.path("g.bin")), name: "g.bin", move: false) == directory.path("g.bin"))
+        #expect(read(directory.path("g.bin")) == "the whole file")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path).sorted() == ["f.bin", "f.bin.haul-copy", "g.bin", "g.bin.haul-tmp"], "nothing else left beside them")
+        #expect(read(directory.path("f.bin.haul-copy")) == "a person's" && read(directory.path("g.bin.haul-tmp")) == "a person's too")
         #expect(read(part) == "the whole file")
     }
 
