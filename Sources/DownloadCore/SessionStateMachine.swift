@@ -526,7 +526,7 @@ public struct SessionStateMachine: Sendable {
             startedByPerson.remove(id)
             download.bytesPerSecond = 0
         case .completed, .failed, .cancelled:
-            throw .illegal(id, state: download.state.word, intent: "pause")
+            throw .illegal(id, state: refusedState(download), intent: "pause")
         }
         held.remove(id)
         firstInLine.removeAll { $0 == id }
@@ -558,7 +558,7 @@ public struct SessionStateMachine: Sendable {
             held.remove(id)
             return startEligible()
         case .completed, .cancelled:
-            throw .illegal(id, state: download.state.word, intent: "resume")
+            throw .illegal(id, state: refusedState(download), intent: "resume")
         }
     }
 
@@ -594,7 +594,7 @@ public struct SessionStateMachine: Sendable {
         case .downloading:
             return ([], nil)
         case .completed, .cancelled:
-            throw .illegal(id, state: download.state.word, intent: "resume")
+            throw .illegal(id, state: refusedState(download), intent: "resume")
         case .queued:
             held.remove(id)
             // Now, even on a disk last seen low: the transfer looks before any request.
@@ -639,7 +639,7 @@ public struct SessionStateMachine: Sendable {
         case .cancelled:
             return []
         case .completed:
-            throw .illegal(id, state: download.state.word, intent: "cancel")
+            throw .illegal(id, state: refusedState(download), intent: "cancel")
         case .downloading:
             if let attempt = stopRunning(id) {
                 actions.append(.stopTransfer(id, attempt))
@@ -1011,7 +1011,7 @@ public struct SessionStateMachine: Sendable {
     public mutating func setLimit(_ bytesPerSecond: Int64?, for id: DownloadID) throws(TransitionError) {
         var download = try existing(id)
         if download.state == .completed || download.state == .cancelled {
-            throw .illegal(id, state: download.state.word, intent: "limit")
+            throw .illegal(id, state: refusedState(download), intent: "limit")
         }
         if let problem = QueueLimits.rateProblem(bytesPerSecond, "the limit") { throw .invalidArgument(problem) }
         let limit = QueueLimits.rate(bytesPerSecond)
@@ -1470,6 +1470,13 @@ public struct SessionStateMachine: Sendable {
     private func existing(_ id: DownloadID) throws(TransitionError) -> Download {
         guard let download = downloads[id] else { throw .unknownDownload(id) }
         return download
+    }
+
+    /// The state an intent refused for `download` names: `being placed` for a completed download
+    /// whose file is not in place yet (a list shows it `downloading` until then; a tester's cancel
+    /// was refused as `completed` of a row listed `downloading`).
+    private func refusedState(_ download: Download) -> String {
+        download.state == .completed && placing.contains(download.id) ? "being placed" : download.state.word
     }
 
     private func isFailed(_ state: DownloadState) -> Bool {
