@@ -262,7 +262,16 @@ public enum ResumeRules {
     /// was reported completed, exit 0, though haul knew the file's length).
     static func lengthOf200(_ response: ResponseFacts, knownTotal: Int64?, validators: Validators) -> Int64? {
         if let length = response.contentLength { return length }
-        guard let knownTotal, validators.hasStrongETag, let etag = response.etag, etag == validators.etag else { return nil }
+        guard let knownTotal else { return nil }
+        if validators.hasStrongETag {
+            guard let etag = response.etag, etag == validators.etag else { return nil }
+            return knownTotal
+        }
+        // A Last-Modified a second or more before its answer's Date is strong too (RFC 9110
+        // 8.8.2.2): the same date, and no other tag, is the same bytes (a tester's short 200
+        // carrying the stored date was completed, exit 0).
+        guard let date = validators.lastModified, !validators.recentlyChanged, response.lastModified == date,
+              changedVersion(response, validators) == nil else { return nil }
         return knownTotal
     }
 

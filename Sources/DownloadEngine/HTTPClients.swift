@@ -171,6 +171,8 @@ struct HTTPClients: Sendable {
         // Like curl's --cacert: these roots replace the system's.
         if let certificates = settings.caCertificates { tls.trustRoots = .certificates(certificates) }
         tls.shutdownTimeout = Self.tlsShutdownTimeout
+        // TLS 1.2 at least, as curl: 1.0 and 1.1 were accepted without a word (a tester).
+        tls.minimumTLSVersion = .tlsv12
         configuration.tlsConfiguration = tls
         if let proxy {
             let authorization = proxy.user.map { HTTPClient.Authorization.basic(username: $0, password: proxy.password ?? "") }

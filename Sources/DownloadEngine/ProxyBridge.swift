@@ -295,6 +295,8 @@ final class BridgeGate: ChannelDuplexHandler {
     /// Copies the bytes read to the partner (else they go on down this channel's pipeline).
     private let pumps: Bool
     private var readPending = false
+    /// The channel ended with an error, not a clean close.
+    private var failed = false
 
     init(partner: any Channel, pumps: Bool = false) {
         self.partner = partner
@@ -345,11 +347,26 @@ final class BridgeGate: ChannelDuplexHandler {
         // What this side sent last (a response before the proxy closed) still reaches the other
         // side: an empty write completes after every write before it.
         let partner = partner
-        partner.writeAndFlush(ByteBuffer()).whenComplete { _ in partner.close(promise: nil) }
+        let abort = failed
+        partner.writeAndFlush(ByteBuffer()).whenComplete { _ in
+            guard abort else {
+                partner.close(promise: nil)
+                return
+            }
+            // Ended by an error (a TLS close without close_notify, a reset): the other side is reset
+            // too, never closed cleanly. A clean close ends a body without a length as whole: a
+            // tester's https body cut short was completed, exit 0, when its path went through here.
+            guard let socket = partner as? any SocketOptionProvider else {
+                partner.close(promise: nil)
+                return
+            }
+            socket.setSoLinger(linger(l_onoff: 1, l_linger: 0)).whenComplete { _ in partner.close(promise: nil) }
+        }
         context.fireChannelInactive()
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        failed = true
         context.close(promise: nil)
     }
 }

@@ -98,7 +98,16 @@ extension Transfer {
         if let extra = error as? NIOSSLExtraError, extra == .failedToValidateHostname {
             return "TLS: the server's certificate is not for this host name"
         }
-        guard boringSSLReasons(error).contains(BoringSSLReason.certificateVerifyFailed) else { return nil }
+        let reasons = boringSSLReasons(error)
+        // TLS 1.3 asks after the handshake, with an alert on the first read (a tester's servers: a
+        // `network error`, retried for some fourteen minutes). TLS 1.2 fails the handshake.
+        if reasons.contains(BoringSSLReason.certificateRequired) {
+            return "TLS: the server asks for a client certificate, which haul does not send"
+        }
+        if reasons.contains(where: BoringSSLReason.unsupportedProtocol.contains) {
+            return "TLS: the server speaks only TLS 1.1 or older, which haul does not accept (as curl)"
+        }
+        guard reasons.contains(BoringSSLReason.certificateVerifyFailed) else { return nil }
         // BoringSSL says only that verification failed, not why.
         return "TLS: the server's certificate is not trusted (self-signed, expired, or from a CA this system does not trust);"
             + " --ca-certificate FILE trusts the CA in FILE"
@@ -143,9 +152,17 @@ extension Transfer {
         return nil
     }
 
-    /// BoringSSL's reason codes (library SSL) in a handshake failure.
+    /// BoringSSL's reason codes (library SSL) in a handshake failure, or in a failure after it.
     static func boringSSLReasons(_ error: any Error) -> [Int] {
-        guard case .handshakeFailed(let failure)? = error as? NIOSSLError else { return [] }
+        let failure: BoringSSLError
+        if case .handshakeFailed(let during)? = error as? NIOSSLError {
+            failure = during
+        } else if let after = error as? BoringSSLError {
+            // After the handshake: an alert on a read.
+            failure = after
+        } else {
+            return []
+        }
         let stack: NIOBoringSSLErrorStack
         switch failure {
         case .sslError(let errors), .unknownError(let errors): stack = errors
@@ -178,6 +195,11 @@ extension Transfer {
 enum BoringSSLReason {
     static let librarySSL: UInt32 = 16
     static let certificateVerifyFailed = 125
+    /// The peer's TLS 1.3 alert `certificate_required` (SSL_R_TLSV1_ALERT_CERTIFICATE_REQUIRED).
+    static let certificateRequired = 1116
+    /// No version both sides take, haul's least being TLS 1.2: its own refusal of the server's
+    /// (SSL_R_UNSUPPORTED_PROTOCOL), or the server's alert (SSL_R_TLSV1_ALERT_PROTOCOL_VERSION).
+    static let unsupportedProtocol: Set<Int> = [240, 1070]
     /// A peer that answered in something other than TLS: WRONG_VERSION_NUMBER, HTTP_REQUEST,
     /// HTTPS_PROXY_REQUEST, RECORD_TOO_LARGE (plain text read as a record length).
     static let notTLS: Set<Int> = [247, 156, 155, 200]

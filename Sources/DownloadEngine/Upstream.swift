@@ -66,6 +66,7 @@ struct Upstream: Sendable {
         if let certificates { configuration.trustRoots = .certificates(certificates) }
         configuration.applicationProtocols = ["http/1.1"]
         configuration.shutdownTimeout = HTTPClients.tlsShutdownTimeout
+        configuration.minimumTLSVersion = .tlsv12
         return try? NIOSSLContext(configuration: configuration)
     }
 

@@ -69,6 +69,8 @@ public struct Faults: Sendable, Hashable {
     /// Answer every request with these bytes, written to the socket as they are (a hand-made
     /// response: an invalid header, two Content-Lengths, a bare CR …), then close the connection.
     public var rawResponse: [UInt8]?
+    /// End a `rawResponse` with a TCP reset (over TLS: no close_notify), not a clean close.
+    public var rawReset = false
 
     public init() {}
 

@@ -343,7 +343,7 @@ public final class LoopbackServer: Sendable {
             return (false, false)
         }
         if let raw = plan.raw {
-            try await writeRaw(raw, channel: channel)
+            try await writeRaw(raw, channel: channel, reset: plan.rawReset)
             finish(index)
             return (false, false)
         }
@@ -369,12 +369,29 @@ public final class LoopbackServer: Sendable {
 
     /// Writes `bytes` to the socket past the HTTP encoder (they are the whole response), then
     /// closes the connection's output once they are out.
-    private func writeRaw(_ bytes: [UInt8], channel: any Channel) async throws {
-        try await channel.eventLoop.submit {
+    private func writeRaw(_ bytes: [UInt8], channel: any Channel, reset: Bool) async throws {
+        let written = try await channel.eventLoop.submit {
             let encoder = try channel.pipeline.syncOperations.context(handlerType: HTTPResponseEncoder.self)
-            encoder.writeAndFlush(NIOAny(ByteBuffer(bytes: bytes)), promise: nil)
+            let promise = channel.eventLoop.makePromise(of: Void.self)
+            encoder.writeAndFlush(NIOAny(ByteBuffer(bytes: bytes)), promise: promise)
+            return promise.futureResult
         }.get()
-        try? await channel.close(mode: .output)
+        guard reset else {
+            try? await channel.close(mode: .output)
+            return
+        }
+        try? await written.get()
+        // A moment for the bytes to leave before the reset (which drops what is still queued).
+        try? await Task.sleep(for: .milliseconds(100))
+        if let provider = channel as? any SocketOptionProvider {
+            try? await provider.setSoLinger(linger(l_onoff: 1, l_linger: 0)).get()
+        }
+        // Closed below TLS, if any: no close_notify goes out, as from a server that crashed.
+        try? await channel.eventLoop.submit {
+            let closer = SocketCloser()
+            try channel.pipeline.syncOperations.addHandler(closer, position: .first)
+            closer.context?.close(promise: nil)
+        }.get()
     }
 
     private struct BodyPlan {
@@ -398,6 +415,8 @@ public final class LoopbackServer: Sendable {
         var page: String?
         /// Write these bytes instead of a response, then close.
         var raw: [UInt8]?
+        /// End `raw` with a reset.
+        var rawReset = false
         /// Meet the next request on this connection with a close.
         var closeAfter = false
     }
@@ -421,7 +440,7 @@ public final class LoopbackServer: Sendable {
             return ResponsePlan(status: 0, headers: headers, body: nil, silent: true)
         }
         if let raw = faults.rawResponse {
-            return ResponsePlan(status: 0, headers: headers, body: nil, raw: raw)
+            return ResponsePlan(status: 0, headers: headers, body: nil, raw: raw, rawReset: faults.rawReset)
         }
         for line in faults.headers {
             let parts = line.split(separator: ":", maxSplits: 1)
@@ -667,4 +686,15 @@ public func sampledRate(over duration: Duration, _ reading: () -> Int) async thr
     let covariance = samples.reduce(0) { $0 + ($1.time - meanTime) * ($1.bytes - meanBytes) }
     let variance = samples.reduce(0) { $0 + ($1.time - meanTime) * ($1.time - meanTime) }
     return variance > 0 ? covariance / variance : 0
+}
+
+/// Closes its channel's socket from the front of the pipeline, below any TLS handler (which would
+/// send a close_notify first).
+private final class SocketCloser: ChannelOutboundHandler {
+    typealias OutboundIn = Any
+    private(set) var context: ChannelHandlerContext?
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
+    }
 }

@@ -130,8 +130,14 @@ struct SessionOptions: ParsableArguments {
     /// Hooks given as flags to a command that hands its downloads to a runner: the runner runs its
     /// own hooks, so these would silently never run.
     func refuseHooks(runner pid: Int32) throws(UsageError) {
-        guard onComplete != nil || onFail != nil || hookTimeout != nil else { return }
-        throw UsageError(message: "haul (pid \(pid)) runs this queue with its own hooks: give --on-complete, --on-fail and --hook-timeout to the haul that runs the queue")
+        if onComplete != nil || onFail != nil || hookTimeout != nil {
+            throw UsageError(message: "haul (pid \(pid)) runs this queue with its own hooks: give --on-complete, --on-fail and --hook-timeout to the haul that runs the queue")
+        }
+        // What the runner trusts is its own: a tester's `--ca-certificate` here was dropped without
+        // a word (a server it does not sign was fetched, exit 0; or refused, advising the option).
+        if caCertificate != nil || allowDowngrade {
+            throw UsageError(message: "haul (pid \(pid)) runs this queue and trusts what it was started with: give --ca-certificate and --allow-downgrade to the haul that runs the queue")
+        }
     }
 }
 

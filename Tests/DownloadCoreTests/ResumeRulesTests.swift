@@ -304,8 +304,18 @@ import Testing
         // Another tag, a weak one, or none: nothing says its length.
         #expect(decide(resume, ResponseFacts(status: 200, etag: "\"xyz\""), total: 100) == .write(offset: 0, total: nil, disposition: .restarted(reason: "resource changed")))
         let weak = Validators(etag: "W/\"abc\"", lastModified: "date")
-        #expect(decide(.resume(from: 40, ifRange: "date"), ResponseFacts(status: 200, etag: "W/\"abc\"", lastModified: "date"), total: 100, validators: weak).writtenTotal == .some(nil))
+        // A weak tag says nothing of the bytes; its date, an old one, does (below).
+        #expect(decide(.resume(from: 40, ifRange: "date"), ResponseFacts(status: 200, etag: "W/\"abc\"", lastModified: "date"), total: 100, validators: weak).writtenTotal == 100)
+        #expect(decide(.resume(from: 40, ifRange: "date"), ResponseFacts(status: 200, etag: "W/\"xyz\""), total: 100, validators: weak).writtenTotal == .some(nil))
         #expect(decide(resume, ResponseFacts(status: 200), total: 100).writtenTotal == .some(nil))
+        // A date a second or more older than its answer is strong: the same date is the length known.
+        let dated = Validators(lastModified: "Thu, 01 Jan 2026 00:00:00 GMT")
+        let byDate = RequestPlan.resume(from: 40, ifRange: "Thu, 01 Jan 2026 00:00:00 GMT")
+        #expect(decide(byDate, ResponseFacts(status: 200, lastModified: "Thu, 01 Jan 2026 00:00:00 GMT"), total: 100, validators: dated).writtenTotal == 100)
+        #expect(decide(byDate, ResponseFacts(status: 200, lastModified: "Fri, 02 Jan 2026 00:00:00 GMT"), total: 100, validators: dated).writtenTotal == .some(nil))
+        var recent = dated
+        recent.recentlyChanged = true
+        #expect(decide(.overlap(from: 40, overlap: 40), ResponseFacts(status: 200, lastModified: "Thu, 01 Jan 2026 00:00:00 GMT"), total: 100, validators: recent).writtenTotal == .some(nil), "a date of a recent change is weak")
         // Its own length wins, and none is known without a stored one.
         #expect(decide(resume, ResponseFacts(status: 200, contentLength: 120, etag: "\"abc\""), total: 100).writtenTotal == 120)
         #expect(decide(.fresh(discarding: nil), ResponseFacts(status: 200, etag: "\"abc\""), total: nil).writtenTotal == .some(nil))

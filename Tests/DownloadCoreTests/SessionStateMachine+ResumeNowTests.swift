@@ -133,6 +133,8 @@ import Testing
         #expect(result.actions.isEmpty && result.displaced == nil)
         let attempt = try #require(attemptOf(start, of: a))
         _ = m.transferFinished(a, attempt: attempt, outcome: .completed, bytesOnDisk: 5, now: now, jitter: 0)
+        #expect(throws: Machine.TransitionError.illegal(a, state: "being placed", intent: "resume")) { try m.resumeNow(a) }
+        _ = m.finalized(a, paths: ["/d/a"])
         #expect(throws: Machine.TransitionError.illegal(a, state: "completed", intent: "resume")) { try m.resumeNow(a) }
         #expect(throws: Machine.TransitionError.unknownDownload(DownloadID(99))) { try m.resumeNow(DownloadID(99)) }
     }

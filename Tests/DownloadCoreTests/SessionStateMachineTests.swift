@@ -316,6 +316,8 @@ import Testing
         guard let running = m.runningAttempt(id) else { Issue.record("not running"); return }
         #expect(running != attempt)
         _ = m.transferFinished(id, attempt: running, outcome: .completed, bytesOnDisk: 1, now: now, jitter: 0)
+        #expect(throws: Machine.TransitionError.illegal(id, state: "being placed", intent: "pause")) { try m.pause(id) }
+        _ = m.finalized(id, paths: ["/d/file.bin"])
         #expect(throws: Machine.TransitionError.illegal(id, state: "completed", intent: "pause")) { try m.pause(id) }
         #expect(throws: Machine.TransitionError.illegal(id, state: "completed", intent: "resume")) { try m.resume(id) }
         #expect(throws: Machine.TransitionError.illegal(id, state: "completed", intent: "cancel")) { try m.cancel(id) }

@@ -39,6 +39,23 @@ import TestSupport
         }
     }
 
+    /// A body without a length through the bridge, ended by a reset (over TLS: no close_notify),
+    /// is cut short, never whole: the bridge closed its side cleanly, and a tester's https body was
+    /// completed at 488 KiB of 1 MiB, exit 0.
+    @Test(arguments: [false, true])
+    func aBodyWithoutALengthEndedByAResetThroughTheBridgeIsNeverWhole(secure: Bool) async throws {
+        try await FaultMatrixTests.overHTTPOrHTTPS(secure) { server, h in
+            var faults = Faults()
+            faults.rawResponse = Array("HTTP/1.1 200 OK\r\nConnection: close\r\nETag: \"e1\"\r\n\r\n".utf8) + [UInt8](repeating: 0x61, count: 30_000)
+            faults.rawReset = true
+            server.serve("/caf%E9.bin", size: 100_000, faults: faults)
+            let id = try await h.session.schedule(try URLValidation.parse(server.url("/caf%E9.bin").absoluteString), to: .file(h.path("c.bin")))
+            let ended = try await h.wait(id) { $0.state.isFinished || $0.failedAttempts >= 2 }
+            #expect(ended.state != .completed, "a cut body taken whole")
+            #expect(!FileManager.default.fileExists(atPath: h.path("c.bin")))
+        }
+    }
+
     @Test func aRedirectToAnEscapeThatIsNotUTF8IsFollowedAndPartsShareTheBridge() async throws {
         try await Harness.with { h in
             let size = 8 << 20

@@ -542,4 +542,40 @@ import TestSupport
         let page = try String(contentsOfFile: directory + "/trusted.html", encoding: .utf8)
         #expect(page.contains("s_server"), "openssl's status page")
     }
+
+    /// A server that requires a client certificate (haul sends none) fails the download at once in
+    /// one line: over TLS 1.3 its alert comes after the handshake, and a tester's runs said
+    /// `network error` and retried for some fourteen minutes.
+    @Test(arguments: ["-tls1_3", "-tls1_2"])
+    func aServerThatRequiresAClientCertificateFailsAtOnce(version: String) async throws {
+        let scratch = try TemporaryDirectory("haul-tls-client")
+        defer { withExtendedLifetime(scratch) {} }
+        let directory = scratch.path
+        let server = try await OpenSSLServer(in: directory, mode: "-www", options: ["-Verify", "1", version])
+        defer { server.stop() }
+        let run = try await HaulProcess(["get", server.url("/"), "-o", "page.html", "--ca-certificate", "cert.pem"], in: directory, state: directory + "/.s").wait(timeout: 60)
+        #expect(run.status == 1)
+        if version == "-tls1_3" {
+            #expect(run.stdout.contains("failed: TLS: the server asks for a client certificate, which haul does not send"), "\(run.stdout)")
+            #expect(!run.stdout.contains("retry"), "not retried: \(run.stdout)")
+        } else {
+            #expect(run.stdout.hasSuffix("failed: the TLS handshake with the server failed\n"), "TLS 1.2 fails the handshake itself, said so after 3 tries: \(run.stdout)")
+        }
+        #expect(fileLength(directory + "/page.html") == nil)
+    }
+
+    /// A server that speaks only TLS 1.0 or 1.1 is refused at once, as curl refuses it (a tester's
+    /// was fetched without a word).
+    @Test(arguments: ["-tls1", "-tls1_1"])
+    func aServerOfTLS11OrOlderIsRefused(version: String) async throws {
+        let scratch = try TemporaryDirectory("haul-tls-old")
+        defer { withExtendedLifetime(scratch) {} }
+        let directory = scratch.path
+        let server = try await OpenSSLServer(in: directory, mode: "-www", options: [version, "-cipher", "DEFAULT@SECLEVEL=0"])
+        defer { server.stop() }
+        let run = try await HaulProcess(["get", server.url("/"), "-o", "page.html", "--ca-certificate", "cert.pem"], in: directory, state: directory + "/.s").wait(timeout: 60)
+        #expect(run.status == 1)
+        #expect(run.stdout.contains("failed: TLS: the server speaks only TLS 1.1 or older, which haul does not accept (as curl)"), "\(run.stdout)")
+        #expect(!run.stdout.contains("retry"), "not retried: \(run.stdout)")
+    }
 }

@@ -10,17 +10,18 @@ final class OpenSSLServer: ChildServer, @unchecked Sendable {
     let process: ChildProcess
 
     /// Makes the certificate and starts the server in `directory`; `mode` is `-www` (a status page
-    /// for any target) or `-WWW` (the file the target names, taken literally: no escape decoded).
+    /// for any target) or `-WWW` (the file the target names, taken literally: no escape decoded);
+    /// `options` go after it (`-Verify 1`: a client certificate required).
     ///
     /// The port is one the kernel just gave out, and the server is used only once it accepts
     /// connections: a port picked at random could be another test's server (one that never
     /// answers a TLS hello keeps haul retrying).
-    init(in directory: String, mode: String) async throws {
+    init(in directory: String, mode: String, options: [String] = []) async throws {
         guard (try? await makeSelfSignedCertificate(in: directory)) != nil else { throw ChildServerError.noCertificate }
         for _ in 0..<5 {
             guard let port = Self.freePort() else { break }
             let process = try ChildProcess(
-                "/usr/bin/openssl", ["s_server", "-cert", "cert.pem", "-key", "key.pem", "-accept", "\(port)", mode, "-quiet"], in: directory
+                "/usr/bin/openssl", ["s_server", "-cert", "cert.pem", "-key", "key.pem", "-accept", "\(port)", mode, "-quiet"] + options, in: directory
             )
             let deadline = Date().addingTimeInterval(10)
             while process.isRunning, Date() < deadline, !Self.accepts(port) {

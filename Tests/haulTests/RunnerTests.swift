@@ -159,6 +159,9 @@ import TestSupport
             let get = try await HaulProcess(["get", "-d", directory, server.url("/small.bin").absoluteString], in: directory, state: state).wait()
             #expect(get.status == 0, "\(get.stdout) \(get.stderr)")
             #expect(sha256(ofFile: directory + "/small.bin") == server.sha256("/small.bin"))
+            // What the runner trusts is its own: a get's trust options are refused, not dropped.
+            let trusting = try await HaulProcess(["get", "--allow-downgrade", "-d", directory, server.url("/two.bin").absoluteString], in: directory, state: state).wait()
+            #expect(trusting.status == 2 && trusting.stderr.contains("give --ca-certificate and --allow-downgrade to the haul that runs the queue"), "\(trusting.stderr)")
             try await first.waitFor("small.bin completed in the UI") { _ in await first.row("small.bin")?.contains("completed") == true }
 
             // A second UI attaches: both redraw, and a key in one shows in the other.
