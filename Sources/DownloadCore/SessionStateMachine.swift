@@ -1353,11 +1353,6 @@ public struct SessionStateMachine: Sendable {
         downloads[id] = download
     }
 
-    /// The owner could not place the finished file; the bytes stay in the part file.
-    ///
-    /// `discardingVersion`: the part file is not the one the transfer wrote (another program wrote
-    /// or replaced it): the download forgets its version, so a retry trusts none of those bytes
-    /// (it checks them against the server's before keeping any, or starts over).
     /// The placement of `id`'s finished file found no room at `path` (a copy for a requester on
     /// another file system, `shortage` the write that failed, `reading` that file system then): it
     /// waits for room there, its file whole, and is placed again once the file fits (`spaceChecked`).
@@ -1388,6 +1383,11 @@ public struct SessionStateMachine: Sendable {
         return startEligible()
     }
 
+    /// The owner could not place the finished file; the bytes stay in the part file.
+    ///
+    /// `discardingVersion`: the part file is not the one the transfer wrote (another program wrote
+    /// or replaced it): the download forgets its version, so a retry trusts none of those bytes
+    /// (it checks them against the server's before keeping any, or starts over).
     public mutating func finalizeFailed(_ id: DownloadID, reason: String, discardingVersion: Bool = false) -> [Action] {
         placing.remove(id)
         var actions: [Action] = []

@@ -19,7 +19,7 @@ enum FilePlacement {
 
         init(_ operation: String, _ path: String, _ code: Int32) {
             description = "cannot \(operation) \(TerminalText.sanitize(path)): \(String(cString: strerror(code)))"
-            if code == ENOSPC || code == EDQUOT { noRoom = (path, code == EDQUOT ? "over quota" : "disk full") }
+            if let words = PartFile.Failure.roomWords(code) { noRoom = (path, words) }
             unwritable = code == EROFS || code == EACCES
         }
 

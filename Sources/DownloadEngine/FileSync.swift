@@ -55,7 +55,7 @@ enum FileSync {
     static func syncDirectories(of paths: [String]) {
         var seen: Set<String> = []
         for path in paths {
-            let directory = path.lastIndex(of: "/").map { $0 == path.startIndex ? "/" : String(path[..<$0]) } ?? "."
+            let directory = DiskWatch.directory(of: path)
             guard seen.insert(directory).inserted else { continue }
             let descriptor = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
             guard descriptor >= 0 else { continue }
@@ -120,9 +120,10 @@ enum FileSync {
     /// lock) or another download than `owner` marked it (`PartFileOwner`): a cancel or a purge
     /// deletes its download's bytes, never another's of a part file of the same name in the same
     /// directory (another queue's, or kept bytes of one removed). False when it was left.
-    @discardableResult
+    ///
     /// `onlyMarked`: only a file carrying `owner`'s mark is removed (the download has no bytes of its
     /// own, so an unmarked file there is not its own).
+    @discardableResult
     static func removePart(_ path: String, owner: String?, onlyMarked: Bool = false) -> Bool {
         switch PartFile.holding(path, owner: owner, { fd in
             if onlyMarked, owner == nil || PartFileOwner.mark(fd: fd, path: path) != owner { return false }

@@ -16,7 +16,7 @@ final class PartFile {
         var code: Int32
 
         /// ENOSPC or EDQUOT: room may come back (a file deleted), and the download waits for it.
-        var isOutOfSpace: Bool { code == ENOSPC || code == EDQUOT }
+        var isOutOfSpace: Bool { Self.roomWords(code) != nil }
         /// EFBIG: the file system takes no file this large; no amount of waiting helps.
         var isTooLarge: Bool { code == EFBIG }
         /// A read-only or forbidden destination: it pauses too, for a person to fix and resume.
@@ -24,7 +24,16 @@ final class PartFile {
         /// The download pauses with this failure's reason (the bytes so far stay a valid prefix).
         var pausesDownload: Bool { isTooLarge || isUnwritable }
         /// What ran out, in the row's words (`SpaceShortage.writeFailed`).
-        var spaceWords: String { code == EDQUOT ? "over quota" : "disk full" }
+        var spaceWords: String { Self.roomWords(code) ?? "disk full" }
+        /// What ran out when a write failed with `code` (ENOSPC, EDQUOT), in the row's words; nil
+        /// for any other failure.
+        static func roomWords(_ code: Int32) -> String? {
+            switch code {
+            case ENOSPC: "disk full"
+            case EDQUOT: "over quota"
+            default: nil
+            }
+        }
         /// Another process holds the part file's lock (`lock`): it is writing the file now.
         var isBusy: Bool { operation == Self.lockOperation && code == EWOULDBLOCK }
         static let lockOperation = "lock"
