@@ -22,12 +22,22 @@ public struct Validators: Sendable, Hashable {
         return !etag.hasPrefix("W/")
     }
 
-    /// The `If-Range` value: the strong ETag, else Last-Modified; nil when a resume cannot be
-    /// verified by them (none, a weak tag alone, or validators of a file changed within their second).
+    /// Whether `lastModified` names one version (RFC 9110 8.8.2.2): a date haul reads, at least a
+    /// second before its answer. A date it cannot read cannot be shown to be strong (a tester's
+    /// server sent ISO 8601 dates; a file rewritten within the second was resumed on the date and
+    /// spliced, exit 0).
+    public var hasStrongDate: Bool {
+        guard let lastModified, !recentlyChanged else { return false }
+        return HTTPDate.seconds(lastModified) != nil
+    }
+
+    /// The `If-Range` value: the strong ETag, else a strong Last-Modified; nil when a resume cannot
+    /// be verified by them (none, a weak tag alone, a date haul cannot read, or validators of a
+    /// file changed within their second).
     public var ifRange: String? {
         if recentlyChanged { return nil }
         if hasStrongETag { return etag }
-        return lastModified
+        return hasStrongDate ? lastModified : nil
     }
 
     /// Whether `lastModified` was less than a second before the response's `date` (or, without a
@@ -45,7 +55,13 @@ public struct Validators: Sendable, Hashable {
 public enum RequestPlan: Sendable, Hashable {
     /// The whole resource; the part file is emptied first. `discarding` says why existing bytes go.
     case fresh(discarding: String?)
-    /// `Range: bytes=offset-`, with `If-Range` when there is a validator.
+    /// The bytes from `offset` on, with `If-Range` when there is a validator. The request starts
+    /// `checked` bytes earlier (`Range: bytes=(offset - checked)-`): those come again and are
+    /// compared with the disk before anything is appended, as for `overlap`. A validator can hide a
+    /// change (a tester: nginx's `proxy_cache` answers with its own `Date`, so a file rewritten
+    /// twice in one second kept one ETag and one Last-Modified that looked strong; after an
+    /// eviction the cache fetched the new version, and its range was appended to the old bytes,
+    /// "verified with If-Range", exit 0).
     case resume(from: Int64, ifRange: String?)
     /// No validator: `Range: bytes=(offset - overlap)-`, so that the first `overlap` bytes of the
     /// answer can be compared with the last `overlap` bytes on disk before anything is appended.
@@ -58,6 +74,18 @@ public enum RequestPlan: Sendable, Hashable {
         case .resume(let offset, _), .overlap(let offset, _): offset
         }
     }
+
+    /// How many bytes before the kept ones the request asks for again, to compare with the disk.
+    public var checked: Int64 {
+        switch self {
+        case .fresh: 0
+        case .resume(let offset, _): ResumeRules.checked(before: offset)
+        case .overlap(_, let overlap): overlap
+        }
+    }
+
+    /// Where the requested bytes start: the kept ones less those checked, nil for the whole resource.
+    public var rangeStart: Int64? { kept.map { $0 - checked } }
 }
 
 /// How the bytes of a response relate to the bytes already on disk.
@@ -74,8 +102,6 @@ public enum Disposition: Sendable, Hashable {
 public enum ResponseDecision: Sendable, Hashable {
     /// Write the body at `offset` (truncating the part file there), up to `total` when known.
     case write(offset: Int64, total: Int64?, disposition: Disposition)
-    /// The part file already holds the whole resource (416 at the end).
-    case complete(total: Int64)
     /// Never append this body: empty the part file and ask for the whole resource again.
     case refetch(reason: String)
     /// A transient failure: wait and try again from the bytes on disk.
@@ -83,9 +109,10 @@ public enum ResponseDecision: Sendable, Hashable {
     /// A permanent failure.
     case fail(reason: String)
     /// Compare the first `overlap` bytes of the body with the part file's bytes at `offset`: equal,
-    /// write the body from `offset` on (the same bytes again, then the rest, up to `total`);
-    /// different, the resource changed and is fetched again from zero.
-    case verify(offset: Int64, overlap: Int64, total: Int64)
+    /// write the body from `offset` on (the same bytes again, then the rest, up to `total` when
+    /// known); different, the resource changed and is fetched again from zero. `validated`: the
+    /// request carried `If-Range` too.
+    case verify(offset: Int64, overlap: Int64, total: Int64?, validated: Bool)
 }
 
 /// The response head facts the resume rules look at.
@@ -186,6 +213,16 @@ public enum ResumeRules {
     /// to compare them with the bytes on disk (fewer when the part file is shorter).
     public static let overlapLength: Int64 = 64 * 1024
 
+    /// How many bytes before the end of the part file a resume with a validator asks for again, to
+    /// compare them with the disk: a second check behind the validator, for one that hid a change.
+    /// A page: any rewrite of the bytes there shows; it fits a fresh connection's first window, and
+    /// takes four seconds at the least limit (1 KiB/s), where 64 KiB would take a minute.
+    public static let checkLength: Int64 = 4 * 1024
+
+    /// How many bytes before `offset` a resume with a validator asks for again: `checkLength`,
+    /// fewer for a shorter file.
+    public static func checked(before offset: Int64) -> Int64 { min(checkLength, offset) }
+
     /// The request for a part file of `partLength` bytes.
     public static func plan(partLength: Int64, knownTotal: Int64?, validators: Validators) -> RequestPlan {
         guard partLength > 0 else { return .fresh(discarding: nil) }
@@ -233,19 +270,13 @@ public enum ResumeRules {
             }
             return decide206(plan: plan, response: response, knownTotal: knownTotal, validators: validators)
         case 416:
-            if case .overlap = plan { return .refetch(reason: "range not satisfiable (resource shorter than the part file)") }
-            guard case .resume(let offset, _) = plan else {
-                return .fail(reason: "\(response.statusText) for a request without Range")
-            }
-            // A 416 of another version says nothing of this one's end (a tester: a new version of
-            // exactly the part file's length, from a server that ignores If-Range).
+            // Every resume asks again for bytes before the end of the part file (`RequestPlan.checked`):
+            // a range there that cannot be satisfied is of a resource shorter than the bytes kept. A
+            // file found whole comes as a 206 of those bytes, compared with the disk (a bare 416 at the
+            // end says nothing of which version ends there: a tester's server ignored If-Range, and a
+            // new version of the same length was taken for the end of the old one).
+            guard plan.kept != nil else { return .fail(reason: "\(response.statusText) for a request without Range") }
             if let reason = changedVersion(response, validators) { return .refetch(reason: reason) }
-            // Complete only when every length known, ours and the server's, is exactly the offset:
-            // a resource that shrank to our offset is another version, not the end of ours.
-            let totals = [response.contentRange.flatMap(ContentRange.init)?.total, knownTotal].compactMap { $0 }
-            if !totals.isEmpty, totals.allSatisfy({ $0 == offset }) {
-                return .complete(total: offset)
-            }
             return .refetch(reason: "range not satisfiable (resource shorter than the part file)")
         case 408, 429, 500...599:
             return .retry(reason: response.statusText, retryAfter: response.retryAfter)
@@ -270,7 +301,7 @@ public enum ResumeRules {
         // A Last-Modified a second or more before its answer's Date is strong too (RFC 9110
         // 8.8.2.2): the same date, and no other tag, is the same bytes (a tester's short 200
         // carrying the stored date was completed, exit 0).
-        guard let date = validators.lastModified, !validators.recentlyChanged, response.lastModified == date,
+        guard validators.hasStrongDate, let date = validators.lastModified, response.lastModified == date,
               changedVersion(response, validators) == nil else { return nil }
         return knownTotal
     }
@@ -310,7 +341,7 @@ public enum ResumeRules {
         guard total == knownTotal else {
             return .refetch(reason: "resource changed (length \(total), was \(knownTotal))")
         }
-        return .verify(offset: start, overlap: overlap, total: total)
+        return .verify(offset: start, overlap: overlap, total: total, validated: false)
     }
 
     /// The media types of pages, as error pages are served.
@@ -373,13 +404,23 @@ public enum ResumeRules {
         etag.hasPrefix("W/") ? etag.dropFirst(2) : Substring(etag)
     }
 
-    /// Why a 206 that starts where asked cannot be appended: its body is not the length its
-    /// Content-Range says (it starts elsewhere), or its validators name another version than the
+    /// Why a 206 in several parts (`multipart/byteranges`) is never written: haul asks for one range,
+    /// and such a body holds each part's headers and boundary besides its bytes (a tester's server
+    /// sent one range so, with a `Content-Range` of its own and no length: the framing was written
+    /// into the file, completed, exit 0). Nil for any other type.
+    static func multipart(_ response: ResponseFacts) -> String? {
+        guard response.mediaType == "multipart/byteranges" else { return nil }
+        return "206 in several parts (multipart/byteranges) where one range was asked for"
+    }
+
+    /// Why a 206 that starts where asked cannot be appended: its body is in several parts, or not
+    /// the length its Content-Range says (it starts elsewhere), or its validators name another version than the
     /// bytes on disk. Found by use (a tester): a first answer with a weak ETag (Apache, within a
     /// second of a change) made the resume carry the date, which the same second's new version
     /// matched; its 206 brought another ETag, and was appended: a file of both, exit 0. And a 206
     /// whose body was 500 bytes longer than its range was written at the offset asked for.
     static func mismatch(of response: ResponseFacts, range: ClosedRange<Int64>, validators: Validators) -> String? {
+        if let multipart = multipart(response) { return multipart }
         let length = range.upperBound - range.lowerBound + 1
         if let body = response.contentLength, body != length {
             return "206 whose body (\(body) bytes) is not its Content-Range (\(length) bytes)"
@@ -420,7 +461,7 @@ public enum ResumeRules {
     /// The resource's length when a 206 carries all of it: `bytes 0-(T-1)/T`, its body T bytes.
     private static func wholeBody(_ response: ResponseFacts) -> Int64? {
         guard let header = response.contentRange, let contentRange = ContentRange(header), let range = contentRange.range,
-              let total = contentRange.total, range.lowerBound == 0, range.upperBound == total - 1,
+              let total = contentRange.total, range.lowerBound == 0, range.upperBound == total - 1, multipart(response) == nil,
               response.contentLength.map({ $0 == total }) ?? true else { return nil }
         return total
     }
@@ -428,7 +469,7 @@ public enum ResumeRules {
     private static func decide206(
         plan: RequestPlan, response: ResponseFacts, knownTotal: Int64?, validators: Validators
     ) -> ResponseDecision {
-        guard case .resume(let offset, let ifRange) = plan else {
+        guard case .resume(let kept, let ifRange) = plan else {
             // The whole resource as a 206 (`bytes 0-(T-1)/T`) is its 200, as curl and wget take it
             // (a tester's server); any other part of it, asked for by nobody, is refused.
             if case .fresh = plan, let whole = wholeBody(response) {
@@ -441,6 +482,8 @@ public enum ResumeRules {
         else {
             return .refetch(reason: "206 without a valid Content-Range")
         }
+        let checked = plan.checked
+        let offset = kept - checked
         guard range.lowerBound == offset else {
             return .refetch(reason: "server sent bytes from \(range.lowerBound), asked for \(offset)")
         }
@@ -464,7 +507,7 @@ public enum ResumeRules {
                 return .refetch(reason: "cannot verify a resume without validators")
             }
         }
-        return .write(offset: offset, total: contentRange.total ?? knownTotal, disposition: .resumed(from: offset, verified: ifRange != nil))
+        return .verify(offset: offset, overlap: checked, total: contentRange.total ?? knownTotal, validated: ifRange != nil)
     }
 }
 

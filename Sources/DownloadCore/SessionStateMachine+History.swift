@@ -18,14 +18,17 @@ extension SessionStateMachine {
         }
     }
 
-    /// `requested from 1.2 MiB: Range bytes=1258291-, If-Range "abc"`, `requested the whole file`.
+    /// `requested from 1.2 MiB: Range bytes=1192755-, If-Range "abc", the 64.0 KiB before it to compare
+    /// with the disk`, `requested the whole file`.
     static func words(_ start: AttemptStart) -> String {
         switch start {
         case .request(.fresh(let discarding)):
             return "requested the whole file" + (discarding.map { " (\($0))" } ?? "")
         case .request(.resume(let offset, let ifRange)):
             let validator = ifRange.map { ", If-Range \($0)" } ?? ", no If-Range"
-            return "requested from \(Format.bytes(offset)): Range bytes=\(offset)-\(validator)"
+            let checked = ResumeRules.checked(before: offset)
+            return "requested from \(Format.bytes(offset)): Range bytes=\(offset - checked)-\(validator), "
+                + "the \(Format.bytes(checked)) before it to compare with the disk"
         case .request(.overlap(let offset, let overlap)):
             return "requested from \(Format.bytes(offset)) without a validator: Range bytes=\(offset - overlap)-, "
                 + "the \(Format.bytes(overlap)) before it to compare with the disk"

@@ -1078,7 +1078,7 @@ public actor DownloadSession {
     ///
     /// The move comes last so that any failure leaves the bytes in the part file: the download
     /// fails with the reason, the copies made so far are removed, and a retry finds everything on
-    /// disk (a 416 completes it without fetching a byte).
+    /// disk (it fetches the last 4 KiB again to compare them, no more).
     /// - Returns: what follows the placement (its hook).
     ///
     /// The file work (a copy of gigabytes where links are impossible) runs on the file-work

@@ -209,7 +209,7 @@ struct Transfer: Sendable {
         return Result(
             outcome: ended, bytesOnDisk: taken ? 0 : attempt.length, segments: taken ? nil : attempt.board?.segments,
             // The file this attempt wrote, whatever its name now (the placement checks that the
-            // name still leads to it); by its name when it wrote nothing (a 416 found it complete).
+            // name still leads to it); by its name when it opened none.
             partStamp: ended == .completed ? attempt.file?.stamp ?? FileSync.stamp(attempt.path) : nil
         )
     }
@@ -317,7 +317,7 @@ struct Transfer: Sendable {
     /// `noted`: the session noted the first request already (`prepare`).
     private func fetch(_ attempt: inout Attempt, plan: RequestPlan, allowSplit: Bool, noted: Bool = false) async throws -> Outcome {
         let validators = attempt.validators
-        var knownTotal = attempt.knownTotal
+        let knownTotal = attempt.knownTotal
         var plan = plan
         var refetched = false
         var noted = noted
@@ -330,32 +330,11 @@ struct Transfer: Sendable {
             /// The part file's length to keep: `offset`, unless an overlap was checked (the body
             /// then starts before the end of the file, with the very bytes that are there).
             var keep: Int64?
+            /// The overlap was the only check (no `If-Range`): the row says so.
+            var checkedWithoutValidator = false
             switch ResumeRules.decide(plan: plan, response: facts, knownTotal: knownTotal, validators: validators, knownType: attempt.knownType) {
             case .write(let at, let length, let how):
                 (offset, total, disposition) = (at, length, how)
-            case .complete(let total):
-                stream.discard()
-                // A 416 carrying none of the file's validators says nothing of which version ends
-                // there (a tester's server ignored If-Range, and a new version of the same length
-                // was taken for the end of the old one: exit 0, a wrong file). The end is checked
-                // by overlap first: its 206 names its version, and its bytes must be those on disk.
-                // nginx's 416s carry none, but follow If-Range: the check finds the same file.
-                if case .resume = plan, total > 0, ResumeRules.unconfirmed(facts, validators) != nil {
-                    plan = .overlap(from: total, overlap: min(ResumeRules.overlapLength, total))
-                    // The length the 416 said, which the overlap's 206 must say too.
-                    knownTotal = total
-                    continue
-                }
-                // The file found complete is this download's only while no other process writes
-                // it: locked (as for a write), and still of that length.
-                let file = try attempt.open()
-                guard file.length == total else { return Self.retryable("the part file changed while it was checked", retryAfter: nil) }
-                await responded(info(head, finalURL: finalURL, facts: facts, total: total, disposition: .resumed(from: total, verified: validators.ifRange != nil)))
-                if syncOnCompletion {
-                    await written(total)
-                    try await FileSync.syncOrThrow(file)
-                }
-                return await verified(order.partPath)
             case .refetch(let reason):
                 // Never append this body. One fresh request per attempt; a second oddity is an error.
                 stream.discard()
@@ -369,22 +348,16 @@ struct Transfer: Sendable {
             case .fail(let reason):
                 stream.discard()
                 return .fatal(reason: reason)
-            case .verify(let at, let overlap, let length):
-                // No validator: nothing is appended before the bytes just before the end of the
-                // part file came again, equal to those on disk (another version of the same length
-                // shows there, where `Range: bytes=N-` would have spliced it).
-                let received: [UInt8]
-                do {
-                    received = try await stream.early(Int(overlap))
-                } catch {
-                    stream.cancel()
-                    throw error
-                }
-                guard received.count == Int(overlap) else {
+            case .verify(let at, let overlap, let length, let validated):
+                // Nothing is appended before the bytes just before the end of the part file came
+                // again, equal to those on disk: another version of the same length shows there,
+                // where `Range: bytes=N-` would have spliced it, without a validator or behind one
+                // that hid the change (a cache's own `Date` on a file rewritten within a second).
+                guard let same = try await Self.sameAsDisk(stream, path: attempt.path, at: at, count: Int(overlap)) else {
                     stream.discard()
                     return Self.retryable("body ended before the resume could be checked", retryAfter: nil)
                 }
-                guard PartFile.bytes(of: attempt.path, at: at, count: Int(overlap)) == received else {
+                guard same else {
                     stream.discard()
                     let reason = "resource changed (checked by overlap)"
                     guard !refetched else { return .fatal(reason: reason) }
@@ -394,6 +367,7 @@ struct Transfer: Sendable {
                 }
                 (offset, total, disposition) = (at, length, .resumed(from: at + overlap, verified: true))
                 keep = at + overlap
+                checkedWithoutValidator = !validated
             }
             // Said before the first byte, not by a full disk half-way: nothing is written (a new
             // download leaves no file), and the bytes of a resume stay for when there is room.
@@ -431,7 +405,7 @@ struct Transfer: Sendable {
             }
             progress.bytesOnDisk.store(keep ?? offset, ordering: .relaxed)
             var info = info(head, finalURL: finalURL, facts: facts, total: total, disposition: disposition)
-            info.checkedByOverlap = keep != nil
+            info.checkedByOverlap = checkedWithoutValidator
             await responded(info)
             if allowSplit, let total, let parts = await splitIfWorthIt(head: head, facts: facts, info: info, offset: offset, total: total) {
                 do {
@@ -562,10 +536,18 @@ struct Transfer: Sendable {
         attempt.board = board
         progress.board = board
         progress.bytesOnDisk.store(startBytes, ordering: .relaxed)
-        let connections = max(1, order.options.connections)
-        let extra = hosts.openExtra(host, upTo: connections - 1, cap: connections)
         let left = board.withBoard { $0.parts.filter { $0.next < $0.end }.count }
         await began(.parts(count: left, kept: startBytes, ifRange: basis.validators.ifRange))
+        switch try await checkKeptBytes(board: board, path: file.path, basis: basis, total: total) {
+        case .idle:
+            break
+        case .restart(let reason, let fresh):
+            return try await restartWhole(&attempt, reason: reason, fresh: fresh)
+        case .failed(let outcome):
+            return outcome
+        }
+        let connections = max(1, order.options.connections)
+        let extra = hosts.openExtra(host, upTo: connections - 1, cap: connections)
         let context = PartsContext(
             descriptor: file.descriptor, path: file.path, board: board, validators: basis.validators, total: total,
             startBytes: startBytes, respondedAlready: false, knownType: basis.contentType
@@ -633,6 +615,61 @@ struct Transfer: Sendable {
         return .retryable(reason: "connections ended with \(Format.bytes(left)) left", retryAfter: nil, progressed: attempt.grew)
     }
 
+    /// Asks for the 4 KiB before the end of the longest part written (`ResumeRules.checkLength`,
+    /// with `If-Range`) and compares them with the disk before any part is appended to, as a resume
+    /// of one connection does: a validator can hide a change (a tester's nginx served two files of
+    /// one size and date behind a redirect that changed between two resumes, under one ETag: the
+    /// parts of both were completed as one file, "verified with If-Range", exit 0). `idle`: the same
+    /// bytes (or none kept to compare); `restart`: another version.
+    private func checkKeptBytes(board: SharedBoard, path: String, basis: SessionStateMachine.ResumeBasis, total: Int64) async throws -> ConnectionEnd {
+        let longest = board.withBoard { board in board.parts.max { $0.next - $0.start < $1.next - $1.start } }
+        guard let longest, longest.next > longest.start else { return .idle }
+        let count = min(ResumeRules.checkLength, longest.next - longest.start)
+        let from = longest.next - count
+        let (stream, head, finalURL) = try await open(range: from...(longest.next - 1), ifRange: basis.validators.ifRange)
+        let facts = self.facts(of: head, at: finalURL)
+        let kept = board.withBoard(\.bytesOnDisk)
+        let decision = ResumeRules.decidePart(from: from, response: facts, total: total, validators: basis.validators, knownType: basis.contentType, kept: kept)
+        if let end = Self.end(of: decision, stream) { return end }
+        let same = try await Self.sameAsDisk(stream, path: path, at: from, count: Int(count))
+        stream.discard()
+        guard let same else { return .failed(Self.retryable("body ended before the resume could be checked", retryAfter: nil)) }
+        return same ? .idle : .restart(reason: "resource changed (checked by overlap)", fresh: nil)
+    }
+
+    /// Whether the first `count` bytes of `stream` are the part file's at `offset`; nil when the
+    /// body ends before them. The stream keeps them, and writes them again when it is written out.
+    private static func sameAsDisk(_ stream: any ResponseBody, path: String, at offset: Int64, count: Int) async throws -> Bool? {
+        let received: [UInt8]
+        do {
+            received = try await stream.early(count)
+        } catch {
+            stream.cancel()
+            throw error
+        }
+        guard received.count == count else { return nil }
+        return PartFile.bytes(of: path, at: offset, count: count) == received
+    }
+
+    /// How a part's answer ends its connection, its stream discarded unless it carries the new
+    /// version; nil for `write`.
+    private static func end(of decision: PartDecision, _ stream: any ResponseBody) -> ConnectionEnd? {
+        switch decision {
+        case .write:
+            return nil
+        case .restart(let reason, let freshBody):
+            if freshBody { return .restart(reason: reason, fresh: stream) }
+            stream.discard()
+            return .restart(reason: reason, fresh: nil)
+        case .retry(let reason, let retryAfter):
+            stream.discard()
+            return .failed(retryable(reason, retryAfter: retryAfter))
+        case .fail(let reason):
+            stream.discard()
+            return .failed(.fatal(reason: reason))
+        }
+    }
+
     /// One connection: its first response (if any), then one part after another (taking half of the
     /// largest remainder when no part is free) until nothing is worth a request.
     private func connection(_ index: Int, first: (any ResponseBody)?, context: PartsContext, responded: Once) async -> ConnectionEnd {
@@ -661,28 +698,17 @@ struct Transfer: Sendable {
             do {
                 let facts = self.facts(of: head, at: finalURL)
                 let kept = board.withBoard(\.bytesOnDisk)
-                switch ResumeRules.decidePart(
+                let decision = ResumeRules.decidePart(
                     from: claim.from, response: facts, total: context.total, validators: context.validators, knownType: context.knownType, kept: kept
-                ) {
-                case .write:
-                    if responded.claim() {
-                        await self.responded(info(head, finalURL: finalURL, facts: facts, total: context.total, disposition: .resumed(from: context.startBytes, verified: true)))
-                    }
-                    _ = try await stream.write(into: .part(descriptor: context.descriptor, path: context.path, board: board, part: claim.part, position: claim.from))
-                    if (stream.position ?? claim.from) == claim.from {
-                        // A response without a byte would be asked for again and again.
-                        return .failed(.retryable(reason: "server sent no bytes of a part", retryAfter: nil, progressed: false))
-                    }
-                case .restart(let reason, let freshBody):
-                    if freshBody { return .restart(reason: reason, fresh: stream) }
-                    stream.discard()
-                    return .restart(reason: reason, fresh: nil)
-                case .retry(let reason, let retryAfter):
-                    stream.discard()
-                    return .failed(Self.retryable(reason, retryAfter: retryAfter))
-                case .fail(let reason):
-                    stream.discard()
-                    return .failed(.fatal(reason: reason))
+                )
+                if let end = Self.end(of: decision, stream) { return end }
+                if responded.claim() {
+                    await self.responded(info(head, finalURL: finalURL, facts: facts, total: context.total, disposition: .resumed(from: context.startBytes, verified: true)))
+                }
+                _ = try await stream.write(into: .part(descriptor: context.descriptor, path: context.path, board: board, part: claim.part, position: claim.from))
+                if (stream.position ?? claim.from) == claim.from {
+                    // A response without a byte would be asked for again and again.
+                    return .failed(.retryable(reason: "server sent no bytes of a part", retryAfter: nil, progressed: false))
                 }
             } catch {
                 stream.cancel()
@@ -900,11 +926,7 @@ struct Transfer: Sendable {
 extension RequestPlan {
     /// The `Range` this plan asks for (open-ended), nil for the whole resource.
     var range: ClosedRange<Int64>? {
-        switch self {
-        case .fresh: nil
-        case .resume(let offset, _): offset...Int64.max
-        case .overlap(let offset, let overlap): (offset - overlap)...Int64.max
-        }
+        rangeStart.map { $0...Int64.max }
     }
 
     var ifRange: String? {

@@ -131,6 +131,8 @@ struct ResourceEntry {
     var stallsServed = 0
     var shortRangesServed = 0
     var changesServed = 0
+    /// Versions made by `change(_:size:keepingValidators:)` that the validators do not show.
+    var hiddenChanges = 0
     var silencesServed = 0
     var errorPagesServed = 0
     /// How many of `faults.holdAt` the test has released.

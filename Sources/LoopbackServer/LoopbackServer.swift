@@ -132,10 +132,15 @@ public final class LoopbackServer: Sendable {
         state.withLock { $0.redirects[path] = (status, location, closeAfter) }
     }
 
-    /// Changes the resource: a new version with new bytes and new validators (same size unless given).
-    public func change(_ path: String, size: Int? = nil) {
+    /// Changes the resource: a new version with new bytes and new validators (same size unless
+    /// given). `keepingValidators`: the new bytes keep the old ETag and Last-Modified, as a cache
+    /// (nginx's `proxy_cache`, its own `Date`) serves a file its origin rewrote twice within one
+    /// second, or as two files of one size and date behind a redirect that changed (nginx's tag is
+    /// the date and the size).
+    public func change(_ path: String, size: Int? = nil, keepingValidators: Bool = false) {
         state.withLock { state in
             state.resources[path]?.version += 1
+            if keepingValidators { state.resources[path]?.hiddenChanges += 1 }
             if let size { state.resources[path]?.size = size }
         }
     }
@@ -468,9 +473,10 @@ public final class LoopbackServer: Sendable {
             entry.changesServed += 1
             entry.version += 1
         }
-        let strongTag = "\"\(String(entry.seed, radix: 16))-v\(entry.version)\""
+        let tagVersion = entry.version - entry.hiddenChanges
+        let strongTag = "\"\(String(entry.seed, radix: 16))-v\(tagVersion)\""
         let etag = faults.weakETag ? "W/" + strongTag : strongTag
-        let lastModified = httpDate(epoch.addingTimeInterval(Double(entry.version) * 86_400))
+        let lastModified = httpDate(epoch.addingTimeInterval(Double(tagVersion) * 86_400))
         if !faults.omitETag { headers.add(name: "ETag", value: etag) }
         if !faults.omitLastModified { headers.add(name: "Last-Modified", value: lastModified) }
         headers.add(name: "Accept-Ranges", value: faults.ignoreRange ? "none" : "bytes")

@@ -17,8 +17,9 @@ import Testing
     }
 
     @Test func aWeakETagFallsBackToLastModified() {
-        let weak = Validators(etag: "W/\"abc\"", lastModified: "date")
-        #expect(ResumeRules.plan(partLength: 10, knownTotal: 100, validators: weak) == .resume(from: 10, ifRange: "date"))
+        let date = "Thu, 01 Jan 2026 00:00:00 GMT"
+        let weak = Validators(etag: "W/\"abc\"", lastModified: date)
+        #expect(ResumeRules.plan(partLength: 10, knownTotal: 100, validators: weak) == .resume(from: 10, ifRange: date))
         // A weak ETag alone cannot go in If-Range: the resume is checked by overlap instead.
         #expect(ResumeRules.plan(partLength: 10, knownTotal: 100, validators: Validators(etag: "W/\"abc\"")) == .overlap(from: 10, overlap: 10))
     }
@@ -33,7 +34,7 @@ import Testing
         let plan = RequestPlan.overlap(from: 300, overlap: 100)
         // From 200, for the length known: compare bytes 200-299 with the disk, then write from 200.
         let fits = ResponseFacts(status: 206, contentRange: "bytes 200-999/1000")
-        #expect(decide(plan, fits, total: 1000, validators: none) == .verify(offset: 200, overlap: 100, total: 1000))
+        #expect(decide(plan, fits, total: 1000, validators: none) == .verify(offset: 200, overlap: 100, total: 1000, validated: false))
         #expect(decide(plan, ResponseFacts(status: 206, contentRange: "bytes 300-999/1000"), total: 1000, validators: none) == .refetch(reason: "server sent bytes from 300, asked for 200"))
         #expect(decide(plan, ResponseFacts(status: 206, contentRange: "bytes 200-1199/1200"), total: 1000, validators: none) == .refetch(reason: "resource changed (length 1200, was 1000)"))
         #expect(decide(plan, ResponseFacts(status: 206, contentRange: "bytes 200-999/*"), total: 1000, validators: none) == .refetch(reason: "cannot verify a resume without validators"))
@@ -67,7 +68,7 @@ import Testing
         #expect(decide(plan, changed, total: 3_000_000, validators: weak) == .refetch(reason: "resource changed (ETag)"))
         for same in ["W/\"wk-1\"", "\"wk-1\""] {
             let answer = ResponseFacts(status: 206, contentRange: "bytes 1434464-2999999/3000000", etag: same)
-            #expect(decide(plan, answer, total: 3_000_000, validators: weak) == .verify(offset: 1_434_464, overlap: 65_536, total: 3_000_000))
+            #expect(decide(plan, answer, total: 3_000_000, validators: weak) == .verify(offset: 1_434_464, overlap: 65_536, total: 3_000_000, validated: false))
         }
     }
 
@@ -92,29 +93,61 @@ import Testing
         #expect(Validators(etag: "\"a\"", lastModified: modified).ifRange == "\"a\"")
     }
 
+    /// A 206 in several parts (`multipart/byteranges`) to a request for one range is never written,
+    /// whatever its own Content-Range says: a tester's server sent one so, without a length, and its
+    /// framing was written into the file.
+    @Test func a206InSeveralPartsIsNeverWritten() {
+        let reason = "206 in several parts (multipart/byteranges) where one range was asked for"
+        let multipart = ResponseFacts(status: 206, contentRange: "bytes 0-99/100", etag: "\"abc\"", contentType: "multipart/byteranges; boundary=THIS_STRING_SEPARATES")
+        #expect(decide(.resume(from: 40, ifRange: "\"abc\""), multipart) == .refetch(reason: reason))
+        #expect(decide(.overlap(from: 40, overlap: 40), multipart, validators: Validators()) == .refetch(reason: reason))
+        #expect(ResumeRules.decidePart(from: 0, response: multipart, total: 100, validators: strong) == .restart(reason: reason, freshBody: false))
+        #expect(decide(.fresh(discarding: nil), multipart) == .fail(reason: "HTTP 206 for a request without Range"))
+        // One range in its own type is written.
+        var single = multipart
+        single.contentType = "application/octet-stream"
+        #expect(decide(.resume(from: 40, ifRange: "\"abc\""), single) == .verify(offset: 0, overlap: 40, total: 100, validated: true))
+    }
+
+    /// A Last-Modified haul cannot read (ISO 8601, no zone, epoch seconds) cannot be shown to be
+    /// strong, so it never goes in If-Range: the resume is checked by overlap. A tester's server
+    /// sent such dates, and a file rewritten within the second was resumed on the date and spliced.
+    @Test func aDateHaulCannotReadNeverVerifiesAResume() {
+        for unread in ["2026-11-28T08:22:04Z", "Sat, 28 Nov 2026 08:22:05", "1795854124", "yesterday at noon"] {
+            let validators = Validators(lastModified: unread)
+            #expect(!validators.hasStrongDate && validators.ifRange == nil, "\(unread)")
+            #expect(ResumeRules.plan(partLength: 400_000, knownTotal: 4_194_304, validators: validators) == .overlap(from: 400_000, overlap: 65_536), "\(unread)")
+            // A strong tag beside it still verifies.
+            #expect(Validators(etag: "\"a\"", lastModified: unread).ifRange == "\"a\"")
+        }
+        #expect(Validators(lastModified: "Sun, 06 Nov 1994 08:49:37 GMT").ifRange == "Sun, 06 Nov 1994 08:49:37 GMT")
+        #expect(Validators(lastModified: "Sunday, 06-Nov-94 08:49:37 GMT").hasStrongDate)
+    }
+
     /// A 206 to an If-Range without any validator the file had: a mirror or another server behind a
     /// balancer that ignores If-Range (another build, appended). One validator coming back is enough.
     @Test func a206WithoutTheFilesValidatorsIsNotAppended() {
         let plan = RequestPlan.resume(from: 40, ifRange: "\"abc\"")
-        let bare = ResponseFacts(status: 206, contentLength: 60, contentRange: "bytes 40-99/100")
+        let bare = ResponseFacts(status: 206, contentLength: 100, contentRange: "bytes 0-99/100")
         let reason = "206 without the ETag or Last-Modified the file had: nothing shows it is the same version"
         #expect(decide(plan, bare) == .refetch(reason: reason))
         var dated = bare
         dated.lastModified = strong.lastModified
-        #expect(decide(plan, dated) == .write(offset: 40, total: 100, disposition: .resumed(from: 40, verified: true)))
+        #expect(decide(plan, dated) == .verify(offset: 0, overlap: 40, total: 100, validated: true))
         #expect(ResumeRules.decidePart(from: 50, response: ResponseFacts(status: 206, contentRange: "bytes 50-99/100"), total: 100, validators: strong)
             == .restart(reason: reason, freshBody: false))
     }
 
     /// A 416 whose ETag is another version's says nothing of this one's end: a new version of exactly
     /// the part file's length was taken for the rest of the old one, which was reported complete.
+    /// No 416 is the end now: a resume asks for bytes before the end, which a file found whole sends.
     @Test func a416OfAnotherVersionIsNeverTheEnd() {
         let plan = RequestPlan.resume(from: 1_500_000, ifRange: "\"s1\"")
         let validators = Validators(etag: "\"s1\"")
         let other = ResponseFacts(status: 416, contentRange: "bytes */1500000", etag: "\"s2\"")
         #expect(decide(plan, other, total: nil, validators: validators) == .refetch(reason: "resource changed (ETag)"))
         let same = ResponseFacts(status: 416, contentRange: "bytes */1500000", etag: "\"s1\"")
-        #expect(decide(plan, same, total: nil, validators: validators) == .complete(total: 1_500_000))
+        #expect(decide(plan, same, total: nil, validators: validators) == .refetch(reason: "range not satisfiable (resource shorter than the part file)"))
     }
 
     @Test func aBodyInATransferCodingHaulDoesNotDecodeIsRefused() {
@@ -154,23 +187,34 @@ import Testing
         }
     }
 
-    @Test func a206AtTheRightOffsetAppends() {
-        let response = ResponseFacts(status: 206, contentLength: 60, contentRange: "bytes 40-99/100", etag: "\"abc\"")
-        #expect(decide(.resume(from: 40, ifRange: "\"abc\""), response) == .write(offset: 40, total: 100, disposition: .resumed(from: 40, verified: true)))
+    /// A resume with a validator asks again for the 4 KiB before the bytes kept (all of them when
+    /// fewer), and its 206 is compared with the disk before anything is appended: a validator can
+    /// hide a change (nginx's proxy_cache, its own Date on a file rewritten within a second).
+    @Test func a206FromTheCheckedBytesIsComparedWithTheDiskBeforeItIsAppended() {
+        let short = RequestPlan.resume(from: 40, ifRange: "\"abc\"")
+        #expect(short.checked == 40 && short.rangeStart == 0)
+        let response = ResponseFacts(status: 206, contentLength: 100, contentRange: "bytes 0-99/100", etag: "\"abc\"")
+        #expect(decide(short, response) == .verify(offset: 0, overlap: 40, total: 100, validated: true))
+        let long = RequestPlan.resume(from: 300_000, ifRange: "\"abc\"")
+        #expect(long.checked == 4096 && long.rangeStart == 295_904)
+        let answer = ResponseFacts(status: 206, contentLength: 704_096, contentRange: "bytes 295904-999999/1000000", etag: "\"abc\"")
+        #expect(decide(long, answer, total: 1_000_000) == .verify(offset: 295_904, overlap: 4096, total: 1_000_000, validated: true))
+        #expect(RequestPlan.fresh(discarding: nil).rangeStart == nil)
     }
 
     @Test func a206AtTheWrongOffsetIsNeverAppended() {
-        let response = ResponseFacts(status: 206, contentRange: "bytes 30-99/100")
-        #expect(decide(.resume(from: 40, ifRange: "\"abc\""), response) == .refetch(reason: "server sent bytes from 30, asked for 40"))
+        #expect(decide(.resume(from: 40, ifRange: "\"abc\""), ResponseFacts(status: 206, contentRange: "bytes 30-99/100")) == .refetch(reason: "server sent bytes from 30, asked for 0"))
+        // The bytes kept on, without those to compare: never taken.
+        #expect(decide(.resume(from: 40, ifRange: "\"abc\""), ResponseFacts(status: 206, contentRange: "bytes 40-99/100", etag: "\"abc\"")) == .refetch(reason: "server sent bytes from 40, asked for 0"))
     }
 
     @Test func a206WithAnotherTotalIsAChangedResource() {
-        let response = ResponseFacts(status: 206, contentRange: "bytes 40-119/120")
+        let response = ResponseFacts(status: 206, contentRange: "bytes 0-119/120")
         #expect(decide(.resume(from: 40, ifRange: "\"abc\""), response) == .refetch(reason: "resource changed (length 120, was 100)"))
     }
 
     @Test func a206WithAnotherStrongETagIsAChangedResource() {
-        let response = ResponseFacts(status: 206, contentRange: "bytes 40-99/100", etag: "\"xyz\"")
+        let response = ResponseFacts(status: 206, contentRange: "bytes 0-99/100", etag: "\"xyz\"")
         #expect(decide(.resume(from: 40, ifRange: "\"abc\""), response) == .refetch(reason: "resource changed (ETag)"))
     }
 
@@ -181,9 +225,9 @@ import Testing
 
     @Test func anUnverified206NeedsTheSameKnownLength() {
         let none = Validators()
-        let same = ResponseFacts(status: 206, contentRange: "bytes 40-99/100")
-        #expect(decide(.resume(from: 40, ifRange: nil), same, validators: none) == .write(offset: 40, total: 100, disposition: .resumed(from: 40, verified: false)))
-        let unknown = ResponseFacts(status: 206, contentRange: "bytes 40-99/*")
+        let same = ResponseFacts(status: 206, contentRange: "bytes 0-99/100")
+        #expect(decide(.resume(from: 40, ifRange: nil), same, validators: none) == .verify(offset: 0, overlap: 40, total: 100, validated: false))
+        let unknown = ResponseFacts(status: 206, contentRange: "bytes 0-99/*")
         #expect(decide(.resume(from: 40, ifRange: nil), unknown, validators: none) == .refetch(reason: "cannot verify a resume without validators"))
     }
 
@@ -206,16 +250,16 @@ import Testing
         let weak = Validators(etag: "W/\"1e8480-6614cc0cb6be5\"", lastModified: date)
         let plan = RequestPlan.resume(from: 40, ifRange: date)
         func answer(etag: String?, lastModified: String? = nil) -> ResponseDecision {
-            decide(plan, ResponseFacts(status: 206, contentLength: 60, contentRange: "bytes 40-99/100", etag: etag, lastModified: lastModified ?? date), validators: weak)
+            decide(plan, ResponseFacts(status: 206, contentLength: 100, contentRange: "bytes 0-99/100", etag: etag, lastModified: lastModified ?? date), validators: weak)
         }
         #expect(answer(etag: "\"1e8480-6614cc0d29960\"") == .refetch(reason: "resource changed (ETag)"))
         #expect(answer(etag: "W/\"1e8480-6614cc0d29960\"") == .refetch(reason: "resource changed (ETag)"))
         #expect(answer(etag: nil, lastModified: "Fri, 27 Nov 2026 20:50:23 GMT") == .refetch(reason: "resource changed (Last-Modified)"))
         // The same version: its tag strong now, or still weak.
-        #expect(answer(etag: "\"1e8480-6614cc0cb6be5\"") == .write(offset: 40, total: 100, disposition: .resumed(from: 40, verified: true)))
-        #expect(answer(etag: "W/\"1e8480-6614cc0cb6be5\"") == .write(offset: 40, total: 100, disposition: .resumed(from: 40, verified: true)))
+        #expect(answer(etag: "\"1e8480-6614cc0cb6be5\"") == .verify(offset: 0, overlap: 40, total: 100, validated: true))
+        #expect(answer(etag: "W/\"1e8480-6614cc0cb6be5\"") == .verify(offset: 0, overlap: 40, total: 100, validated: true))
         // A stored strong tag must come back exactly.
-        #expect(decide(.resume(from: 40, ifRange: "\"abc\""), ResponseFacts(status: 206, contentLength: 60, contentRange: "bytes 40-99/100", etag: "W/\"abc\"")) == .refetch(reason: "resource changed (ETag)"))
+        #expect(decide(.resume(from: 40, ifRange: "\"abc\""), ResponseFacts(status: 206, contentLength: 100, contentRange: "bytes 0-99/100", etag: "W/\"abc\"")) == .refetch(reason: "resource changed (ETag)"))
         // The parts of a segmented download obey the same rule.
         #expect(ResumeRules.decidePart(from: 40, response: ResponseFacts(status: 206, contentLength: 60, contentRange: "bytes 40-99/100", etag: "\"other\"", lastModified: date), total: 100, validators: weak)
             == .restart(reason: "resource changed (ETag)", freshBody: false))
@@ -225,11 +269,12 @@ import Testing
     /// never written at the offset asked for. Found by a tester (a body 500 bytes longer).
     @Test func a206WhoseBodyIsNotItsRangeIsNeverAppended() {
         let response = ResponseFacts(status: 206, contentLength: 560, contentRange: "bytes 40-99/100", etag: "\"abc\"")
-        #expect(decide(.resume(from: 40, ifRange: "\"abc\""), response) == .refetch(reason: "206 whose body (560 bytes) is not its Content-Range (60 bytes)"))
+        let resumed = ResponseFacts(status: 206, contentLength: 600, contentRange: "bytes 0-99/100", etag: "\"abc\"")
+        #expect(decide(.resume(from: 40, ifRange: "\"abc\""), resumed) == .refetch(reason: "206 whose body (600 bytes) is not its Content-Range (100 bytes)"))
         #expect(ResumeRules.decidePart(from: 40, response: response, total: 100, validators: strong) == .restart(reason: "206 whose body (560 bytes) is not its Content-Range (60 bytes)", freshBody: false))
         // Without a length (chunked), the range alone says where the body goes.
-        let chunked = ResponseFacts(status: 206, contentRange: "bytes 40-99/100", etag: "\"abc\"")
-        #expect(decide(.resume(from: 40, ifRange: "\"abc\""), chunked) == .write(offset: 40, total: 100, disposition: .resumed(from: 40, verified: true)))
+        let chunked = ResponseFacts(status: 206, contentRange: "bytes 0-99/100", etag: "\"abc\"")
+        #expect(decide(.resume(from: 40, ifRange: "\"abc\""), chunked) == .verify(offset: 0, overlap: 40, total: 100, validated: true))
     }
 
     /// Apache: a file asked for within a second of its change gets a weak tag, so the resume
@@ -264,9 +309,16 @@ import Testing
         #expect(decide(.fresh(discarding: nil), ResponseFacts(status: 200)) == .write(offset: 0, total: nil, disposition: .fresh))
     }
 
-    @Test func a416AtTheEndCompletes() {
-        #expect(decide(.resume(from: 100, ifRange: "\"abc\""), ResponseFacts(status: 416, contentRange: "bytes */100")) == .complete(total: 100))
-        #expect(decide(.resume(from: 100, ifRange: "\"abc\""), ResponseFacts(status: 416)) == .complete(total: 100))
+    /// A part file that holds the whole resource is found whole by the 206 of its last bytes,
+    /// compared with the disk; a 416 at its end is never taken for it (it names no version).
+    @Test func aFileFoundWholeIsCheckedByItsLastBytes() {
+        let whole = RequestPlan.resume(from: 1_000_000, ifRange: "\"abc\"")
+        let last = ResponseFacts(status: 206, contentLength: 4096, contentRange: "bytes 995904-999999/1000000", etag: "\"abc\"")
+        #expect(decide(whole, last, total: 1_000_000) == .verify(offset: 995_904, overlap: 4096, total: 1_000_000, validated: true))
+        let unsatisfiable = "range not satisfiable (resource shorter than the part file)"
+        #expect(decide(.resume(from: 100, ifRange: "\"abc\""), ResponseFacts(status: 416, contentRange: "bytes */100")) == .refetch(reason: unsatisfiable))
+        #expect(decide(.resume(from: 100, ifRange: "\"abc\""), ResponseFacts(status: 416)) == .refetch(reason: unsatisfiable))
+        #expect(decide(.fresh(discarding: nil), ResponseFacts(status: 416)) == .fail(reason: "HTTP 416 for a request without Range"))
     }
 
     @Test func a416ForAResourceThatShrankToTheOffsetIsNotCompletion() {
@@ -303,10 +355,14 @@ import Testing
         #expect(decide(resume, ResponseFacts(status: 200, etag: "\"abc\""), total: 100) == .write(offset: 0, total: 100, disposition: .restarted(reason: "server ignores ranges")))
         // Another tag, a weak one, or none: nothing says its length.
         #expect(decide(resume, ResponseFacts(status: 200, etag: "\"xyz\""), total: 100) == .write(offset: 0, total: nil, disposition: .restarted(reason: "resource changed")))
-        let weak = Validators(etag: "W/\"abc\"", lastModified: "date")
+        let date = "Thu, 01 Jan 2026 00:00:00 GMT"
+        let weak = Validators(etag: "W/\"abc\"", lastModified: date)
         // A weak tag says nothing of the bytes; its date, an old one, does (below).
-        #expect(decide(.resume(from: 40, ifRange: "date"), ResponseFacts(status: 200, etag: "W/\"abc\"", lastModified: "date"), total: 100, validators: weak).writtenTotal == 100)
-        #expect(decide(.resume(from: 40, ifRange: "date"), ResponseFacts(status: 200, etag: "W/\"xyz\""), total: 100, validators: weak).writtenTotal == .some(nil))
+        #expect(decide(.resume(from: 40, ifRange: date), ResponseFacts(status: 200, etag: "W/\"abc\"", lastModified: date), total: 100, validators: weak).writtenTotal == 100)
+        #expect(decide(.resume(from: 40, ifRange: date), ResponseFacts(status: 200, etag: "W/\"xyz\""), total: 100, validators: weak).writtenTotal == .some(nil))
+        // A date haul cannot read is not shown to be strong: it says no length.
+        let unread = Validators(lastModified: "2026-01-01T00:00:00Z")
+        #expect(decide(.overlap(from: 40, overlap: 40), ResponseFacts(status: 200, lastModified: "2026-01-01T00:00:00Z"), total: 100, validators: unread).writtenTotal == .some(nil))
         #expect(decide(resume, ResponseFacts(status: 200), total: 100).writtenTotal == .some(nil))
         // A date a second or more older than its answer is strong: the same date is the length known.
         let dated = Validators(lastModified: "Thu, 01 Jan 2026 00:00:00 GMT")
@@ -326,11 +382,11 @@ import Testing
     @Test func a206PastTheKnownEndIsAnotherVersion() {
         let resume = RequestPlan.resume(from: 40, ifRange: "\"abc\"")
         let tagged = { (range: String) in ResponseFacts(status: 206, contentRange: range, etag: "\"abc\"") }
-        #expect(decide(resume, tagged("bytes 40-149/*"), total: 100) == .refetch(reason: "resource changed (bytes up to 150, was 100)"))
-        #expect(decide(resume, tagged("bytes 40-100/*"), total: 100) == .refetch(reason: "resource changed (bytes up to 101, was 100)"))
-        #expect(decide(resume, tagged("bytes 40-99/*"), total: 100) == .write(offset: 40, total: 100, disposition: .resumed(from: 40, verified: true)))
+        #expect(decide(resume, tagged("bytes 0-149/*"), total: 100) == .refetch(reason: "resource changed (bytes up to 150, was 100)"))
+        #expect(decide(resume, tagged("bytes 0-100/*"), total: 100) == .refetch(reason: "resource changed (bytes up to 101, was 100)"))
+        #expect(decide(resume, tagged("bytes 0-99/*"), total: 100) == .verify(offset: 0, overlap: 40, total: 100, validated: true))
         // No length known: the range says where the body ends (Transfer holds it to that).
-        #expect(decide(resume, tagged("bytes 40-149/*"), total: nil) == .write(offset: 40, total: nil, disposition: .resumed(from: 40, verified: true)))
+        #expect(decide(resume, tagged("bytes 0-149/*"), total: nil) == .verify(offset: 0, overlap: 40, total: nil, validated: true))
     }
 
     @Test func aHostileReasonPhraseIsSanitized() {

@@ -214,7 +214,7 @@ import Testing
             "requested the whole file",
             "HTTP 200, 10.0 MiB in all, ETag \"abc\", application/zip",
             "retry in 1s: connection reset",
-            "requested from 1.2 MiB: Range bytes=1310720-, If-Range \"abc\"",
+            "requested from 1.2 MiB: Range bytes=1306624-, If-Range \"abc\", the 4.0 KiB before it to compare with the disk",
             "HTTP 206 from 1.2 MiB, 10.0 MiB in all, ETag \"abc\"",
             "resumed at 1.2 MiB (If-Range checked)",
             "completed: 10.0 MiB at /d/a",

@@ -577,7 +577,7 @@ import Testing
         let late = m.transferFinished(first, attempt: attempt, outcome: .completed, bytesOnDisk: 900, now: now, jitter: 0)
         #expect(late.isEmpty)
         #expect(m.download(first)?.state == .paused && m.download(first)?.bytesOnDisk == 900 && m.download(first)?.finishing == false)
-        // Resumed by a person: a new attempt (the server's 416 completes it), not finishing; the
+        // Resumed by a person: a new attempt (a 206 of its last bytes, compared with the disk, completes it), not finishing; the
         // second, started by the queue, makes room.
         let (actions, displaced) = try m.resumeNow(first)
         #expect(displaced == downloads[1].0)
@@ -851,7 +851,7 @@ import Testing
     }
 
     /// A finished file whose destination is read-only or forbidden pauses, its file whole; a
-    /// resume fetches nothing but a check that the file is whole (`Transfer`'s 416), then places it.
+    /// resume fetches nothing but a check that the file is whole (a 206 of its last 4 KiB), then places it.
     @Test func aPlacementIntoAnUnwritableDestinationPauses() throws {
         var m = machine(maxActive: 2)
         let (a, attempt) = try started(&m)

@@ -44,7 +44,9 @@ import TestSupport
 
     /// A thread that finished its job takes the next: no new thread, the same one.
     @Test func aWaitingThreadTakesTheNextJob() async throws {
-        let pool = BlockingThreads(name: "haul-test", idleTime: 10)
+        // A thread that waits longer than the test can take: in full suites on a loaded machine the
+        // poll below was late by more than 10 s, the thread had ended idle, and the test timed out.
+        let pool = BlockingThreads(name: "haul-test", idleTime: 120)
         let threads = Mutex<[pthread_t]>([])
         for round in 1...3 {
             pool.run { threads.withLock { $0.append(pthread_self()) } }

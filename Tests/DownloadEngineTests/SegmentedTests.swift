@@ -175,6 +175,29 @@ import TestSupport
         }
     }
 
+    /// The parts' resume compares the 4 KiB before the end of the longest part with the disk first:
+    /// a tester's two files of one size and date behind a redirect that changed (nginx's tag is the
+    /// date and the size) were completed as one file of both, "verified with If-Range", exit 0.
+    @Test func aChangeHiddenBehindTheSameValidatorsRestartsTheWholeFile() async throws {
+        try await Harness.with({ $0.stallTimeout = .seconds(120) }) { h in
+            let (id, paused) = try await Self.pausedAtMidpoints(h, "/h.bin", into: h.path("h.bin"))
+            let old = h.server.sha256("/h.bin")
+            h.server.change("/h.bin", keepingValidators: true)
+            let before = h.gets("/h.bin").count
+            try await h.session.resume(id)
+            let done = try await h.waitCompleted(id, timeout: 40)
+            let new = h.server.sha256("/h.bin")
+            #expect(new != old)
+            #expect(done.etag == paused.etag, "the validators did not change")
+            #expect(sha256(ofFile: h.path("h.bin")) == new, "never a splice of two versions")
+            #expect(done.restartCount == 1)
+            #expect(done.restartReason == "resource changed (checked by overlap)")
+            let check = try #require(h.gets("/h.bin").dropFirst(before).first)
+            let longest = try #require(paused.segments.max { $0.done < $1.done })
+            #expect(check.range == "bytes=\(longest.next - 4096)-\(longest.next - 1)" && check.ifRange == paused.etag && check.status == 206)
+        }
+    }
+
     @Test func aServerThatIgnoresRangesIsFetchedOverOneConnection() async throws {
         try await Harness.with { h in
             let size = 6 * 1024 * 1024
