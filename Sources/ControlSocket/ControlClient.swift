@@ -15,6 +15,9 @@ public final class ControlClient: QueueControl {
     public let socketPath: String
     /// The longest a request waits for its answer.
     let answerTimeout: TimeAmount
+    /// The longest a look at the queue (a `GET`) waits for its answer: a runner stopped with Ctrl-Z
+    /// held every command, `haul list` too, for the two minutes an add of many URLs may need (a tester).
+    static let lookTimeout: TimeAmount = .seconds(15)
 
     private init(socketPath: String, answerTimeout: TimeAmount) {
         self.socketPath = socketPath
@@ -234,6 +237,7 @@ public final class ControlClient: QueueControl {
         // forever: the connection is closed after `answerTimeout`, and the call says so.
         let channel = connection.channel
         let started = ContinuousClock.now
+        let answerTimeout = method == .GET ? min(answerTimeout, Self.lookTimeout) : answerTimeout
         let timeout = channel.eventLoop.scheduleTask(in: answerTimeout) { channel.close(promise: nil) }
         defer { timeout.cancel() }
         let answer: (HTTPResponseStatus, Data)?

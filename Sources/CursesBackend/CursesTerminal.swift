@@ -138,7 +138,7 @@ public final class CursesTerminal: TerminalScreen {
         set_escdelay(25)
         timeout(50)
         if mouse { haul_mouse_on() }
-        Emergency.remember()
+        Emergency.remember(mouse: mouse)
         var screen = Screen(colors: colors && has_colors())
         screen.setUpColors()
         started(.success(()))
@@ -366,8 +366,9 @@ public enum Emergency {
     }
 
     /// Called on the curses thread once curses is up: terminfo knows how this terminal leaves its
-    /// full-screen mode. Arms the restore and the crash handlers.
-    static func remember() {
+    /// full-screen mode. Arms the restore and the crash handlers. `mouse`: mouse reports are on,
+    /// and go off too (a tester's shell, after a crash, got escape codes for every click).
+    static func remember(mouse: Bool) {
         if reset == nil {
             var bytes: [UInt8] = []
             for name in ["sgr0", "cnorm", "rmkx", "rmcup"] {
@@ -375,6 +376,9 @@ public enum Emergency {
                     bytes += Array(String(cString: value).utf8)
                 }
             }
+            // What ncurses turns on for button presses (xterm's SGR encoding and its normal
+            // tracking), turned off as its own exit does.
+            if mouse { bytes += Array("\u{1B}[?1006;1000l".utf8) }
             bytes += Array("\r\n".utf8)
             let buffer = UnsafeMutableBufferPointer<UInt8>.allocate(capacity: bytes.count)
             _ = buffer.initialize(from: bytes)

@@ -657,6 +657,11 @@ public struct SessionStateMachine: Sendable {
         download.state = .cancelled
         download.bytesOnDisk = 0
         download.bytesPerSecond = 0
+        // No bytes kept, so no resume picked any up and no part is written (a tester's cancelled row
+        // said `resumed_from` 622592, as purge does not).
+        download.forgetResume()
+        download.segments = []
+        download.writtenSegments = []
         downloads[id] = download
         note(id, .cancelled, "cancelled: its partial data deleted")
         actions.append(.deletePartFile(id, path: download.partPath, onlyMarked: !ownBytes))

@@ -226,6 +226,12 @@ extension Transfer {
             }
             upstream = way
         case .bridge(let way):
+            // A bridge for the absolute form connects to the proxy alone: a connection that fails
+            // is the proxy's (a tester's http URL through a proxy that dropped every connection
+            // said `connection timed out`, as if the server had; the https URL named the proxy).
+            if case .absoluteForm(let proxy) = way.route, let reason = Self.connectFailure(error) {
+                return ProxyRefused(outcome: .retryable(reason: "cannot reach the proxy \(proxy): \(reason)", retryAfter: nil, progressed: false))
+            }
             upstream = way
         }
         guard let error = error as? HTTPClientError,

@@ -178,9 +178,16 @@ public struct ViewState: Sendable {
         }
         self.snapshot = snapshot
         refreshRows()
-        // A question about a download that left the queue has nothing left to ask about.
-        if case .confirm(let confirmation) = overlay, case .cancel(let id) = confirmation.kind, snapshot[id] == nil {
-            overlay = nil
+        // A question about a download that left the queue has nothing left to ask about; one still
+        // there says what a cancel deletes now (a tester's said 608 KiB while the row went on to
+        // 1.2 MiB, all deleted by the `y`).
+        if case .confirm(var confirmation) = overlay, case .cancel(let id) = confirmation.kind {
+            if let download = snapshot[id] {
+                confirmation.question = Self.cancelQuestion(download, unicode: unicode)
+                overlay = .confirm(confirmation)
+            } else {
+                overlay = nil
+            }
         }
     }
 
@@ -228,6 +235,14 @@ public struct ViewState: Sendable {
     }
 
     mutating func handle(_ key: Key, pasted: Bool) -> [Command] {
+        // A screen too small to show more than its own words acts on no key it cannot show: a
+        // tester's `c` then `y` at 15×4 cancelled a download and deleted its bytes, the question
+        // never on screen. Quitting (which keeps every byte) and repainting still work; an open
+        // question waits for a screen that shows it.
+        if Layout(self).tooSmall {
+            if key == .ctrl("l") { return [.redraw] }
+            guard overlay == nil, KeyMap.action(for: key) == .quit else { return [] }
+        }
         switch overlay {
         case .prompt(var prompt):
             let commands = edit(&prompt, key: key, pasted: pasted)
@@ -452,12 +467,16 @@ public struct ViewState: Sendable {
         case .cancelled:
             state.message = StatusMessage("already cancelled", isError: true)
         default:
-            // What is deleted comes first: a long name is what gets cut, never the bytes or "y/n".
-            let data = download.bytesOnDisk > 0 ? "deletes \(Format.bytes(download.bytesOnDisk)) of downloaded data" : "nothing downloaded yet"
-            let name = ScreenText.clean(download.displayName, unicode: state.unicode)
-            state.overlay = .confirm(Confirmation(kind: .cancel(download.id), question: "Cancel (\(data)): \(name)?"))
+            state.overlay = .confirm(Confirmation(kind: .cancel(download.id), question: Self.cancelQuestion(download, unicode: state.unicode)))
         }
         return []
+    }
+
+    /// What a cancel of `download` deletes, asked: the bytes first, so that a long name is what
+    /// gets cut, never the bytes or "y/n".
+    static func cancelQuestion(_ download: Download, unicode: Bool) -> String {
+        let data = download.bytesOnDisk > 0 ? "deletes \(Format.bytes(download.bytesOnDisk)) of downloaded data" : "nothing downloaded yet"
+        return "Cancel (\(data)): \(ScreenText.clean(download.displayName, unicode: unicode))?"
     }
 
     private func remove(_ state: inout ViewState, _ download: Download) -> [Command] {

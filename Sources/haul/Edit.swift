@@ -21,8 +21,9 @@ struct QueueEditor {
         let path = try options.resolvedPath(settings)
         let existing = try? StateDirectory(existingAt: path)
         if let pid = existing?.liveHolder() {
-            // Said of any holder (a `haul get` has no keys: a tester read "pause with its keys").
-            throw UsageError(message: "haul (pid \(pid)) is running this queue (\(path)) and takes no commands from other shells: \(verb) in its terminal UI, or run this again once it has ended")
+            // Said of any holder (a `haul get` has no keys and no UI: testers read "pause with its
+            // keys", then "add in its terminal UI").
+            throw UsageError(message: "haul (pid \(pid)) is running this queue (\(path)) and takes no commands from other shells: run this again once it has ended, or \(verb) in its terminal UI if it is one")
         }
         if mustExist, !(existing.map { FileManager.default.fileExists(atPath: $0.databasePath) } ?? false) {
             throw UsageError(message: "no queue at \(path): nothing to \(verb)")

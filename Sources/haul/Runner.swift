@@ -42,6 +42,11 @@ struct Start: AsyncParsableCommand {
         let requests = try add.requests(settings, requireURL: false, state: path)
         guard foreground else {
             if let pid = (try? StateDirectory(existingAt: path))?.liveHolder() {
+                // Only a holder that serves its socket can be attached to (a `haul get` does not: a
+                // tester was told to attach to one).
+                guard await LiveQueue.attach(path) != nil else {
+                    throw UsageError(message: "haul (pid \(pid)) holds the queue at \(path) and takes no commands from other shells: run this again once it has ended")
+                }
                 throw UsageError(message: "haul (pid \(pid)) already runs the queue at \(path): haul attaches to it, haul stop ends it")
             }
             let pid = try Runner.spawn(CommandLine.arguments.dropFirst() + ["--foreground"])

@@ -128,6 +128,25 @@ import TestSupport
         // pool. They no longer do (TestSupport's ChildProcess); the bound stays as it was.
         #expect(ContinuousClock.now - started < .seconds(20))
     }
+
+    /// A look at the queue waits 15 s for a hung runner, whatever an add may take: a runner
+    /// stopped with Ctrl-Z held `haul list` (and every command's first look) for two minutes.
+    @Test func aLookAtAHungRunnerEndsWithinFifteenSeconds() async throws {
+        let scratch = try TemporaryDirectory("haul-control")
+        defer { withExtendedLifetime(scratch) {} }
+        let hung = try ListeningSocket.bind(scratch.path + "/haul.sock")
+        defer { close(hung) }
+        #expect(listen(hung, 8) == 0)
+        let client = try #require(await ControlClient.connect(socketPath: scratch.path + "/haul.sock"))
+        let started = ContinuousClock.now
+        do {
+            _ = try await client.snapshot()
+            Issue.record("a hung runner answered")
+        } catch {
+            #expect(error.message == "the haul running the queue did not answer within 15.0 seconds", "\(error.message)")
+        }
+        #expect(ContinuousClock.now - started < .seconds(100), "not the two minutes an add may wait")
+    }
 }
 
 func throttled(_ bytesPerSecond: Int) -> Faults {

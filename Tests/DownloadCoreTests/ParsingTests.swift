@@ -234,7 +234,27 @@ import Testing
         #expect(lowest > 0.95 * 102_400 && highest < 1.05 * 102_400, "\(lowest)...\(highest)")
         let stalled = Int64(11) * 102_400
         for tick in 101...160 { meter.record(bytes: stalled, at: Double(tick) / 10) }
-        #expect(meter.bytesPerSecond < 0.5 * 102_400, "six quiet seconds: \(meter.bytesPerSecond)")
+        #expect(meter.bytesPerSecond == 0, "six quiet seconds: \(meter.bytesPerSecond)")
+    }
+
+    /// A transfer that stops reads what came in the last window once the quiet is longer than bursts
+    /// are apart, and zero once a whole window passed without a byte: a tester's stalled transfer
+    /// read 31.9, then 20.6, 12.1, 8.5 KiB/s with an ETA for the 30 s before the stall was noticed.
+    @Test func aStalledTransferReadsZeroOnceAWindowPassedWithoutAByte() {
+        var meter = SpeedMeter(window: 3)
+        for tick in 0...50 { meter.record(bytes: Int64(tick) * 10_000, at: Double(tick) / 10) }
+        #expect(abs(meter.bytesPerSecond - 100_000) < 1)
+        // Quiet from 5.0 s on, sampled ten times a second.
+        var readings: [Double: Double] = [:]
+        for tick in 51...120 {
+            meter.record(bytes: 500_000, at: Double(tick) / 10)
+            readings[Double(tick) / 10] = meter.bytesPerSecond
+        }
+        #expect(readings[6.5] == 100_000, "within the gap between bursts: the rate while it came")
+        // 7.5 s: the window 4.5–7.5 s holds the last half second of bytes.
+        #expect(abs((readings[7.5] ?? 0) - 50_000 / 3) < 1, "\(readings[7.5] ?? -1)")
+        #expect(readings[8.0] == 0 && readings[12.0] == 0, "a whole window without a byte")
+        #expect(readings.values.allSatisfy { $0 <= 100_000 }, "never above the rate it had")
     }
 }
 

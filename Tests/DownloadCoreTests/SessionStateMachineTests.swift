@@ -284,6 +284,23 @@ import Testing
         #expect(m.download(id)?.state == .cancelled)
     }
 
+    /// A cancel deletes the bytes a resume kept, so the row no longer says where a resume picked
+    /// up, nor holds parts (a tester's cancelled row said `resumed_from` 622592).
+    @Test func aCancelForgetsTheResumeAndTheParts() throws {
+        var m = machine()
+        let (id, attempt) = try started(&m)
+        m.transferResponded(id, attempt: attempt, info: .init(
+            status: 206, total: 4_000_000, validators: Validators(etag: "\"abc\""), finalURL: nil, serverFileName: nil,
+            disposition: .resumed(from: 622_592, verified: true)
+        ))
+        #expect(m.download(id)?.resumeOffset == 622_592)
+        _ = try m.cancel(id)
+        let cancelled = try #require(m.download(id))
+        #expect(cancelled.state == .cancelled && cancelled.bytesOnDisk == 0)
+        #expect(cancelled.resumeOffset == nil && !cancelled.unverifiedResume && !cancelled.overlapChecked)
+        #expect(cancelled.segments.isEmpty && cancelled.writtenSegments.isEmpty)
+    }
+
     @Test func waitingDoesNotHoldASlot() throws {
         var m = machine(maxActive: 1)
         let (id, attempt) = try started(&m)

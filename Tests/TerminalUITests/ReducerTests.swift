@@ -84,6 +84,53 @@ import Testing
         #expect(completed.message?.isError == true)
     }
 
+    /// The question says what a cancel deletes now, not when it was asked: a tester's said 608 KiB
+    /// while the download went on to 1.2 MiB, all of it deleted by the `y`.
+    @Test func theCancelQuestionSaysTheBytesOnDiskNow() throws {
+        var state = state(selecting: 0)
+        _ = state.handle([.char("c")])
+        guard case .confirm(let asked) = state.overlay else {
+            Issue.record("no confirmation")
+            return
+        }
+        #expect(asked.question.hasPrefix("Cancel (deletes \(Format.bytes(Fixture.downloads[0].bytesOnDisk)) of downloaded data)"), "\(asked.question)")
+        var snapshot = state.snapshot
+        var grown = try #require(snapshot[id(0)])
+        grown.bytesOnDisk += 700 * 1024 * 1024
+        snapshot.replace(grown)
+        state.apply(snapshot)
+        guard case .confirm(let now) = state.overlay else {
+            Issue.record("the question went away")
+            return
+        }
+        #expect(now.kind == asked.kind)
+        #expect(now.question.hasPrefix("Cancel (deletes \(Format.bytes(grown.bytesOnDisk)) of downloaded data)"), "\(now.question)")
+        #expect(render(state).lines.contains { $0.text.contains(Format.bytes(grown.bytesOnDisk)) })
+    }
+
+    /// A terminal too small to show anything but "terminal too small" acts on no key it cannot show:
+    /// a tester's `c` then `y` at 15×4 cancelled a download and deleted its bytes, and `X` then `y`
+    /// purged a paused one, the questions never on screen. Quitting (which keeps every byte) works.
+    @Test func aTerminalTooSmallActsOnNoKeyItCannotShow() {
+        var state = state(selecting: 2)
+        state.resize(width: 15, height: 4)
+        for keys in [[Key.char("c"), .char("y")], [.char("X"), .char("y")], [.char(" ")], [.char("r")], [.char("d")], [.function(9), .char("Y")], [.char("C"), .char("y")]] {
+            #expect(state.handle(keys).isEmpty, "\(keys)")
+            #expect(state.overlay == nil, "\(keys)")
+        }
+        #expect(state.handle([.ctrl("l")]) == [.redraw])
+        // A question asked on a larger screen waits for one that shows it: no answer is taken blind.
+        state.resize(width: 100, height: 30)
+        _ = state.handle([.char("c")])
+        state.resize(width: 15, height: 4)
+        #expect(state.handle([.char("y")]).isEmpty)
+        state.resize(width: 100, height: 30)
+        #expect(state.handle([.char("y")]) == [.cancel(id(2))])
+        // Quitting keeps every byte, and works at any size.
+        state.resize(width: 15, height: 4)
+        #expect(state.handle([.char("q")]) == [.quit])
+    }
+
     @Test func removeTakesOnlyFinishedRows() {
         for index in 0..<7 {
             var state = state(selecting: index)

@@ -463,7 +463,13 @@ import TestSupport
                 let run = try await CLI.haul(command, in: directory)
                 #expect(run.status == 2, "\(command)")
                 #expect(run.stderr.contains("haul (pid \(running.pid)) is running this queue"), "\(command): \(run.stderr)")
+                // A haul get has no terminal UI to do it in (a tester read "add in its terminal UI").
+                #expect(run.stderr.contains("run this again once it has ended, or \(command[0]) in its terminal UI if it is one"), "\(command): \(run.stderr)")
             }
+            // Nor can a haul get be attached to (a tester's `haul start` said `haul attaches to it`).
+            let start = try await CLI.haul(["start"], in: directory)
+            #expect(start.status == 2)
+            #expect(start.stderr.contains("haul (pid \(running.pid)) holds the queue at ") && start.stderr.contains("takes no commands from other shells: run this again once it has ended"), "\(start.stderr)")
             running.send(SIGINT)
             let ended = try await running.wait()
             #expect(ended.status == 130)

@@ -195,6 +195,41 @@ import TestSupport
     }
 }
 
+/// A `haul get` that follows a runner's download which another shell removes as it completes.
+@Suite struct FollowedRowRemovedTests {
+    /// The get was stopped (SIGSTOP) while its row completed and was removed, so the pictures it
+    /// reads next may no longer hold the completion (newest wins). It says so in a line, or says
+    /// `completed` and exits 0; before, it ended with a progress line and exit 1, not a word why
+    /// (a tester's `haul remove` from another shell).
+    @Test func aFollowedRowRemovedByAnotherShellIsSaid() async throws {
+        try await CLI.withServer { server, directory in
+            var faults = Faults()
+            faults.throttleBytesPerSecond = 200_000
+            server.serve("/gone.bin", size: 300_000, faults: faults)
+            let state = directory + "/state"
+            let start = try await HaulProcess(["start"], in: directory, state: state).wait(timeout: 20)
+            #expect(start.status == 0, "\(start.stderr)")
+            let get = try HaulProcess(["get", "-d", directory, server.url("/gone.bin").absoluteString], in: directory, state: state)
+            try await eventually("the get's download runs") { !server.requests("/gone.bin").isEmpty }
+            get.send(SIGSTOP)
+            try await eventually(timeout: 20, "completed", every: .milliseconds(200)) {
+                try await CLI.list(state: state, in: directory).first { ($0["id"] as? Int) == 1 }?["state"] as? String == "completed"
+            }
+            let removed = try await HaulProcess(["remove", "1"], in: directory, state: state).wait()
+            #expect(removed.status == 0, "\(removed.stderr)")
+            get.send(SIGCONT)
+            let run = try await get.wait(timeout: 20)
+            #expect(sha256(ofFile: directory + "/gone.bin") == server.sha256("/gone.bin"))
+            let said = run.stdout.contains("[1] removed from the queue by another command before haul get saw it end")
+            let completed = run.stdout.contains("[1] completed")
+            let honest = run.status == 0 ? completed : run.status == 1 && said
+            #expect(honest, "exit \(run.status): \(run.stdout) \(run.stderr)")
+            let stop = try await HaulProcess(["stop"], in: directory, state: state).wait(timeout: 20)
+            #expect(stop.status == 0, "\(stop.stderr)")
+        }
+    }
+}
+
 /// Issue 18, item 5: the queue's holder is who holds its lock, whatever the binary is called.
 @Suite struct RenamedBinaryTests {
     @Test("18.5: a haul renamed or copied still holds the queue: list shows it running, edits refuse naming it")
