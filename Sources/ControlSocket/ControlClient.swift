@@ -91,6 +91,11 @@ public final class ControlClient: QueueControl {
         try await send(.DELETE, "/v1/downloads/\(id)")
     }
 
+    public func edit(_ edit: QueueEdit, _ ids: [DownloadID]) async throws(QueueControlError) -> [MadeRoom] {
+        let answer: Wire.Edited = try await call(.POST, "/v1/edit", body: Wire.Edit(edit: edit.rawValue, ids: ids.map(\.rawValue)))
+        return answer.displaced
+    }
+
     public func move(_ id: DownloadID, to index: Int) async throws(QueueControlError) {
         try await send(.POST, "/v1/downloads/\(id)/move", body: Wire.Move(to: index))
     }

@@ -58,6 +58,11 @@ extension ControlServer {
         case ["snapshot"]:
             guard method == .GET else { return Self.wrongMethod(method, allowed: "GET") }
             return await queueCall(nil) { () async throws(QueueControlError) in Reply(.ok, try await self.queue.snapshot()) }
+        case ["edit"]:
+            guard method == .POST else { return Self.wrongMethod(method, allowed: "POST") }
+            let edit: (QueueEdit, [DownloadID])
+            do { edit = try Self.edit(body) } catch { return .failure(.badRequest, error.description) }
+            return await edited(edit.0, edit.1)
         case ["pause-all"]:
             guard method == .POST else { return Self.wrongMethod(method, allowed: "POST") }
             return await queueCall(nil) { () async throws(QueueControlError) in try await self.queue.pauseAll(); return .done }
@@ -160,6 +165,23 @@ extension ControlServer {
         return await queueCall(nil) { () async throws(QueueControlError) in Reply(.created, try await self.queue.schedule(requests)) }
     }
 
+    /// An edit of several downloads, all or nothing: refused, 404 when one of them is not in the
+    /// queue, else 409.
+    private func edited(_ edit: QueueEdit, _ ids: [DownloadID]) async -> Reply {
+        do {
+            return Reply(.ok, Wire.Edited(displaced: try await queue.edit(edit, ids)))
+        } catch {
+            switch error.kind {
+            case .unavailable, .closed:
+                return .failure(.serviceUnavailable, error.message)
+            case .refused:
+                let snapshot = try? await queue.snapshot()
+                if let snapshot, ids.contains(where: { snapshot[$0] == nil }) { return .failure(.notFound, error.message) }
+                return .failure(.conflict, error.message)
+            }
+        }
+    }
+
     /// The queue's answer, or its refusal as a status: 404 for a download it does not have, 409 for
     /// one whose state forbids the intent, 503 while it cannot be reached or is closing.
     private func queueCall(_ id: DownloadID?, _ work: () async throws(QueueControlError) -> Reply) async -> Reply {
@@ -201,6 +223,17 @@ extension ControlServer {
         guard body.readableBytes > 0 else { return nil }
         let purge: Wire.Purge = try decode(body)
         return purge.ids.map { DownloadID($0) }
+    }
+
+    /// The change and the downloads of an edit's `{"edit": "pause", "ids": [N, …]}` body, checked.
+    static func edit(_ body: ByteBuffer) throws(BadBody) -> (QueueEdit, [DownloadID]) {
+        let edit: Wire.Edit = try decode(body)
+        guard let kind = QueueEdit(rawValue: edit.edit) else {
+            throw BadBody(description: "edit must be one of \(QueueEdit.allCases.map(\.rawValue).joined(separator: ", "))")
+        }
+        guard !edit.ids.isEmpty else { throw BadBody(description: "ids must name at least one download") }
+        guard edit.ids.allSatisfy({ $0 > 0 }) else { throw BadBody(description: "ids must be download ids (from 1)") }
+        return (kind, edit.ids.map { DownloadID($0) })
     }
 
     /// The limit of a `{"limit": N}` body, checked: nil for none (null or 0).

@@ -151,6 +151,19 @@ enum Wire {
         var displaced: DownloadID?
     }
 
+    /// `{"edit": "pause", "ids": [1, 3]}`: one change to several downloads, all or nothing.
+    struct Edit: Codable {
+        var edit: String
+        var ids: [Int64]
+    }
+
+    /// The answer to an edit: `{"ok": true, "displaced": [{"id": 3, "resumed": 5}, …]}`, the running
+    /// downloads that went back to queued to make room for those resumed.
+    struct Edited: Codable {
+        var ok = true
+        var displaced: [MadeRoom]
+    }
+
     /// The answer to `POST /v1/clear-completed`: how many rows went.
     struct Cleared: Codable {
         var cleared: Int

@@ -64,6 +64,10 @@ public final class SessionQueue: QueueControl {
         try await run { () async throws(DownloadSession.TransitionError) in try await self.session.remove(id) }
     }
 
+    public func edit(_ edit: QueueEdit, _ ids: [DownloadID]) async throws(QueueControlError) -> [MadeRoom] {
+        try await run { () async throws(DownloadSession.TransitionError) in try await self.session.edit(edit, ids) }
+    }
+
     public func move(_ id: DownloadID, to index: Int) async throws(QueueControlError) {
         try await run { () async throws(DownloadSession.TransitionError) in try await self.session.move(id, to: index) }
     }

@@ -160,8 +160,8 @@ protocol QueueEditCommand: AsyncParsableCommand {
     static var verb: String { get }
     static var done: String { get }
     static func apply(_ id: DownloadID, to machine: inout SessionStateMachine) throws(SessionStateMachine.TransitionError) -> [SessionStateMachine.Action]
-    /// The same change, on the queue a runner holds; a line to print about what else it did.
-    static func apply(_ id: DownloadID, to queue: any QueueControl) async throws(QueueControlError) -> String?
+    /// The same change, on the queue a runner holds (all the ids at once).
+    static var edit: QueueEdit { get }
 }
 
 extension QueueEditCommand {
@@ -207,13 +207,14 @@ extension QueueEditCommand {
                 throw UsageError(message: error.description)
             }
         }
-        var notes: [String] = []
-        for id in targets {
-            do {
-                if let note = try await Self.apply(id, to: client) { notes.append(note) }
-            } catch {
-                throw LiveQueue.refused(error)
-            }
+        // Then all at once: the runner checks them again on its queue as it is then, and changes all
+        // or none (one by one, a download another shell changed meanwhile stopped the command
+        // half-way, and it said nothing changed).
+        let notes: [String]
+        do {
+            notes = try await client.edit(Self.edit, targets).map { "[\($0.id)] back to queued with its bytes, to make room for \($0.resumed)" }
+        } catch {
+            throw LiveQueue.refused(error)
         }
         // Each with the state the runner holds it in now: a resume of a downloading row said
         // `queued` (a tester), and one that started at once is downloading.
@@ -238,10 +239,7 @@ struct Pause: QueueEditCommand {
         try machine.pause(id)
     }
 
-    static func apply(_ id: DownloadID, to queue: any QueueControl) async throws(QueueControlError) -> String? {
-        try await queue.pause(id)
-        return nil
-    }
+    static let edit = QueueEdit.pause
 }
 
 struct Resume: QueueEditCommand {
@@ -267,10 +265,7 @@ struct Resume: QueueEditCommand {
 
     /// A resume means now: the runner starts it at once, and says which download went back to
     /// queued (with its bytes) to make room, if one did.
-    static func apply(_ id: DownloadID, to queue: any QueueControl) async throws(QueueControlError) -> String? {
-        guard let displaced = try await queue.resume(id) else { return nil }
-        return "[\(displaced)] back to queued with its bytes, to make room for \(id)"
-    }
+    static let edit = QueueEdit.resume
 }
 
 struct Cancel: QueueEditCommand {
@@ -288,10 +283,7 @@ struct Cancel: QueueEditCommand {
         try machine.cancel(id)
     }
 
-    static func apply(_ id: DownloadID, to queue: any QueueControl) async throws(QueueControlError) -> String? {
-        try await queue.cancel(id)
-        return nil
-    }
+    static let edit = QueueEdit.cancel
 }
 
 struct Remove: QueueEditCommand {
@@ -310,8 +302,5 @@ struct Remove: QueueEditCommand {
         return []
     }
 
-    static func apply(_ id: DownloadID, to queue: any QueueControl) async throws(QueueControlError) -> String? {
-        try await queue.remove(id)
-        return nil
-    }
+    static let edit = QueueEdit.remove
 }

@@ -173,6 +173,50 @@ import TestSupport
         }
     }
 
+    /// `POST /v1/edit` changes several downloads all or nothing: one refused id leaves every other
+    /// as it was (a tester's `haul pause` of 3,000 ids, sent one by one, paused 2,498 and then said
+    /// nothing changed).
+    @Test func anEditOfSeveralDownloadsIsAllOrNothing() async throws {
+        try await ControlHarness.with { harness in
+            for name in ["a", "b", "c"] { harness.server.serve("/\(name).bin", size: 8_000_000, faults: throttled(50_000)) }
+            let added = try await harness.curl("POST", "/v1/downloads", #"{"urls": ["\#(harness.server.url("/a.bin"))", "\#(harness.server.url("/b.bin"))", "\#(harness.server.url("/c.bin"))"], "dir": "\#(harness.directory)"}"#)
+            #expect(added.status == 201, "\(added.body)")
+            let ids = try #require((try json(added.body) as? [String: Any])?["ids"] as? [Int])
+            try #require(ids.count == 3)
+            let last = DownloadID(Int64(ids[2]))
+            #expect(try await harness.curl("POST", "/v1/downloads/\(last)/cancel").status == 200)
+            try await harness.wait(last) { $0.state == .cancelled }
+
+            let refused = try await harness.curl("POST", "/v1/edit", #"{"edit": "pause", "ids": \#(ids)}"#)
+            #expect(refused.status == 409, "\(refused.body)")
+            #expect(try json(refused.body) as? [String: String] == ["error": "cannot pause download \(last): it is cancelled"])
+            let untouched = try await harness.client.snapshot()
+            #expect(ids.dropLast().allSatisfy { untouched[DownloadID(Int64($0))]?.state != .paused }, "nothing paused")
+
+            let paused = try await harness.curl("POST", "/v1/edit", #"{"edit": "pause", "ids": \#(Array(ids.dropLast()))}"#)
+            #expect(paused.status == 200 && paused.body == #"{"displaced":[],"ok":true}"#, "\(paused.body)")
+            let now = try await harness.client.snapshot()
+            #expect(ids.dropLast().allSatisfy { now[DownloadID(Int64($0))]?.state == .paused })
+            // Through the client, as `haul pause` sends them.
+            _ = try await harness.client.edit(.resume, ids.dropLast().map { DownloadID(Int64($0)) })
+            let resumed = try await harness.client.snapshot()
+            #expect(ids.dropLast().allSatisfy { resumed[DownloadID(Int64($0))]?.state != .paused })
+
+            for (body, status, sentence) in [
+                (#"{"edit": "pause", "ids": [99]}"#, 404, "no download 99"),
+                (#"{"edit": "explode", "ids": [1]}"#, 400, "edit must be one of pause, resume, cancel, remove"),
+                (#"{"edit": "pause", "ids": []}"#, 400, "ids must name at least one download"),
+                (#"{"edit": "pause", "ids": [0]}"#, 400, "ids must be download ids (from 1)"),
+                (#"{"edit": "pause"}"#, 400, "'ids' is missing"),
+            ] {
+                let answer = try await harness.curl("POST", "/v1/edit", body)
+                #expect(answer.status == status, "\(body): \(answer.body)")
+                #expect(try json(answer.body) as? [String: String] == ["error": sentence], "\(body)")
+            }
+            #expect(try await harness.curl("GET", "/v1/edit").status == 405)
+        }
+    }
+
     @Test func anotherUserIsRefusedByTheUIDCheckItself() async throws {
         try await ControlHarness.with { harness in
             // Let nobody reach and open the socket: only the peer check stands in the way.

@@ -73,6 +73,10 @@ import TestSupport
             throw QueueControlError(.refused, "cannot remove download \(id): it is downloading")
         }
         func move(_ id: DownloadID, to index: Int) async throws(QueueControlError) { record("move \(id) \(index)") }
+        func edit(_ edit: QueueEdit, _ ids: [DownloadID]) async throws(QueueControlError) -> [MadeRoom] {
+            record("\(edit.rawValue) \(ids)")
+            return []
+        }
         func pauseAll() async throws(QueueControlError) { record("pauseAll") }
         func resumeAll() async throws(QueueControlError) { record("resumeAll") }
         func purgePaused(only ids: [DownloadID]?) async throws(QueueControlError) { record("purge") }
