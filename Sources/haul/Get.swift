@@ -144,9 +144,12 @@ struct Get: AsyncParsableCommand {
             case .ended:
                 break loop
             case .signal(let number):
-                // Stop following: the downloads asked for here pause with their bytes, the rest run on.
-                printer.finish()
+                // Stop following: the downloads asked for here pause with their bytes, the rest run
+                // on; each says where it paused, as when haul get runs the queue itself (a tester's
+                // Ctrl-C ended it without a line).
                 for id in ids { try? await queue.pause(id) }
+                if let snapshot = try? await queue.snapshot() { printer.show(snapshot, ids: ids) }
+                printer.finish()
                 throw ExitCode(128 + number)
             }
         }

@@ -29,6 +29,18 @@ enum LiveQueue {
         return nil
     }
 
+    /// The runner that took the queue at `path` over from `pid` (a UI's `D` starts one that waits for
+    /// the UI to let go), once it serves its socket; nil when none does within three seconds (the
+    /// runner was stopped, or killed).
+    static func successor(_ path: String, of pid: Int32) async -> (pid: Int32, client: ControlClient)? {
+        let deadline = ContinuousClock.now + .seconds(3)
+        while ContinuousClock.now < deadline {
+            if let (next, client) = await attach(path), next != pid { return (next, client) }
+            try? await Task.sleep(for: .milliseconds(100))
+        }
+        return nil
+    }
+
     /// Serves `queue` on the socket of the state directory at `path`; nil (logged) when it cannot,
     /// and the queue runs all the same, steered only from this process.
     static func serve(_ queue: any QueueControl, statePath path: String, logger: Logger) async -> ControlServer? {

@@ -163,7 +163,8 @@ extension UI {
 
     /// The UI on a queue another haul runs, through its control socket: the same table, keys,
     /// help and details; its keys act on the shared queue. `q` asks before it stops the queue for
-    /// everyone, `D` (or a hang-up) just leaves. When the runner ends, one line says so (exit 1).
+    /// everyone, `D` (or a hang-up) just leaves. When the runner ends, one line says so (exit 1),
+    /// unless another takes the queue over within seconds: this then attaches to that one.
     static func attach(
         _ client: any QueueControl, runner pid: Int32, statePath: String, settings: Settings, requests: [AddOptions.Request],
         downloadDirectory: String, defaults: RequestOptions
@@ -219,6 +220,12 @@ extension UI {
         case .detach, .terminalGone:
             break
         case .queueEnded:
+            // A runner that handed the queue over (its UI's D) has a successor: this UI follows the
+            // queue there (a tester's attached UI ended, saying the runner had, as the queue went on).
+            if let (next, client) = await LiveQueue.successor(statePath, of: pid) {
+                try await attach(client, runner: next, statePath: statePath, settings: settings, requests: [], downloadDirectory: downloadDirectory, defaults: defaults)
+                return
+            }
             writeError("haul: the queue's runner (pid \(pid)) ended; haul runs the queue again\n")
             throw ExitCode(1)
         }

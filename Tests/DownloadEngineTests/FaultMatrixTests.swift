@@ -440,10 +440,10 @@ import TestSupport
     @Test("12: a refused connection is said at once, and waited on with backoff")
     func aRefusedConnectionIsSaidAtOnce() async throws {
         try await Harness.with({ $0.connectTimeout = .seconds(30) }) { h in
-            // A port nothing listens on: a server that was there and is gone
-            let gone = try await LoopbackServer.start()
-            let url = gone.url("/x.bin")
-            await gone.shutdown()
+            // A port nothing listens on, held so that no other test's server takes it.
+            let gone = try RefusingPort()
+            defer { gone.close() }
+            let url = try #require(URL(string: "http://127.0.0.1:\(gone.port)/x.bin"))
             let started = ContinuousClock.now
             let id = try await h.session.schedule(url, to: .file(h.path("x.bin")))
             let waiting = try await h.wait(id, timeout: 10) { if case .waiting = $0.state { return true } else { return false } }
@@ -658,9 +658,9 @@ import TestSupport
 
     @Test("24: a proxy that cannot be reached is said as such, and retried", arguments: ["http", "https"])
     func anUnreachableProxyIsRetried(scheme: String) async throws {
-        let gone = try await LoopbackServer.start()
+        let gone = try RefusingPort()
+        defer { gone.close() }
         let port = gone.port
-        await gone.shutdown()
         let server = ProxySettings.Server(host: "127.0.0.1", port: port)
         try await Harness.with({ $0.proxies = ProxySettings(http: server, https: server) }) { h in
             let id = try await h.session.schedule(try #require(URL(string: "\(scheme)://files.haul-test.invalid/x.bin")), to: .file(h.path("x.bin")))

@@ -138,9 +138,9 @@ import TestSupport
     }
 
     @Test func anEscapeThatIsNotUTF8SaysWhyTheWayFailedAsADirectRequestWould() async throws {
-        let gone = try await LoopbackServer.start()
+        let gone = try RefusingPort()
+        defer { gone.close() }
         let port = gone.port
-        await gone.shutdown()
         try await Harness.with { h in
             let id = try await h.session.schedule(try URLValidation.parse("http://127.0.0.1:\(port)/caf%E9.bin"), to: .file(h.path("x.bin")))
             let waiting = try await h.wait(id) { if case .waiting = $0.state { return true } else { return false } }

@@ -111,6 +111,31 @@ import TestSupport
         }
     }
 
+    /// A UI attached to a queue whose UI hands it over with D follows it to the new runner (a
+    /// tester's ended, saying the runner had, as the queue went on in the background).
+    @Test("17: an attached UI follows the queue when its UI hands it over with D")
+    func anAttachedUIFollowsAHandOver() async throws {
+        try await CLI.withServer { server, directory in
+            let state = directory + "/state"
+            let (first, uiPID) = try await Self.runnerUI(downloading: "h.bin", server, in: directory)
+            defer { first.close() }
+            let second = try await TmuxSession(TmuxSession.haulCommand([], state: state, in: directory))
+            defer { second.close() }
+            try await second.waitFor("attached") { _ in await second.row("h.bin")?.contains("downloading") == true }
+            await first.keys("D")
+            try await first.waitFor("the terminal is given back") { lines in lines.contains { $0.contains("[exited 0]") } }
+            try await eventually("a new runner holds the queue") { Self.runnerPID(state).map { $0 != uiPID && Self.alive($0) } == true }
+            let runner = try #require(Self.runnerPID(state))
+            try await second.waitFor("attached to the new runner") { lines in
+                lines.contains { $0.contains("attached to the queue haul (pid \(runner)) runs") }
+            }
+            try await second.waitFor("still downloading there") { _ in await second.row("h.bin")?.contains("downloading") == true }
+            #expect(!(await second.screen()).contains { $0.contains("[exited") }, "the attached UI is still up")
+            let stop = try await HaulProcess(["stop"], in: directory, state: state).wait(timeout: 20)
+            #expect(stop.status == 0, "\(stop.stderr)")
+        }
+    }
+
     @Test("17: other shells steer the running queue live, a second UI attaches, and a kill -9 of the runner ends it in one line")
     func otherShellsAndUIsSteerTheRunningQueue() async throws {
         try await CLI.withServer { server, directory in
@@ -195,21 +220,44 @@ import TestSupport
     }
 }
 
-/// A `haul get` that follows a runner's download which another shell removes as it completes.
-@Suite struct FollowedRowRemovedTests {
+/// A `haul get` that follows a runner's downloads: removed by another shell, or stopped by a signal.
+@Suite struct FollowingGetTests {
+    /// A runner started on `directory/state`, and a `haul get` of `path` (served at `rate` bytes a
+    /// second) following it.
+    static func following(_ path: String, size: Int, rate: Int, _ server: LoopbackServer, in directory: String) async throws -> (String, HaulProcess) {
+        var faults = Faults()
+        faults.throttleBytesPerSecond = rate
+        server.serve(path, size: size, faults: faults)
+        let state = directory + "/state"
+        let start = try await HaulProcess(["start"], in: directory, state: state).wait(timeout: 20)
+        #expect(start.status == 0, "\(start.stderr)")
+        return (state, try HaulProcess(["get", "-d", directory, server.url(path).absoluteString], in: directory, state: state))
+    }
+
+    /// Ctrl-C pauses the downloads it asked for and each says where, as when the get runs the queue
+    /// itself (a tester's ended without a line).
+    @Test func aSignalPausesTheFollowedDownloadsAndSaysWhere() async throws {
+        try await CLI.withServer { server, directory in
+            let (state, get) = try await Self.following("/slow.bin", size: 4_000_000, rate: 100_000, server, in: directory)
+            try await eventually("bytes on disk") { (fileLength(directory + "/slow.bin.part") ?? 0) > 0 }
+            get.send(SIGINT)
+            let run = try await get.wait(timeout: 20)
+            #expect(run.status == 130)
+            #expect(run.stdout.contains("[1] paused at "), "\(run.stdout)")
+            let rows = try await CLI.list(state: state, in: directory)
+            #expect(rows.first?["state"] as? String == "paused")
+            let stop = try await HaulProcess(["stop"], in: directory, state: state).wait(timeout: 20)
+            #expect(stop.status == 0, "\(stop.stderr)")
+        }
+    }
+
     /// The get was stopped (SIGSTOP) while its row completed and was removed, so the pictures it
     /// reads next may no longer hold the completion (newest wins). It says so in a line, or says
     /// `completed` and exits 0; before, it ended with a progress line and exit 1, not a word why
     /// (a tester's `haul remove` from another shell).
     @Test func aFollowedRowRemovedByAnotherShellIsSaid() async throws {
         try await CLI.withServer { server, directory in
-            var faults = Faults()
-            faults.throttleBytesPerSecond = 200_000
-            server.serve("/gone.bin", size: 300_000, faults: faults)
-            let state = directory + "/state"
-            let start = try await HaulProcess(["start"], in: directory, state: state).wait(timeout: 20)
-            #expect(start.status == 0, "\(start.stderr)")
-            let get = try HaulProcess(["get", "-d", directory, server.url("/gone.bin").absoluteString], in: directory, state: state)
+            let (state, get) = try await Self.following("/gone.bin", size: 300_000, rate: 200_000, server, in: directory)
             try await eventually("the get's download runs") { !server.requests("/gone.bin").isEmpty }
             get.send(SIGSTOP)
             try await eventually(timeout: 20, "completed", every: .milliseconds(200)) {
