@@ -20,8 +20,8 @@ public struct ProxySettings: Sendable, Hashable {
             self.password = password
         }
 
-        /// `host:port`, never the credentials.
-        public var description: String { "\(host):\(port)" }
+        /// `host:port` (`[::1]:3128`), never the credentials.
+        public var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
     }
 
     public struct Invalid: Error, Hashable, CustomStringConvertible {
@@ -69,10 +69,10 @@ public struct ProxySettings: Sendable, Hashable {
         if let problem = URLValidation.portProblem(written: withScheme) {
             throw Invalid(description: "\(variable): \(problem)")
         }
-        return Server(
-            host: host, port: components.port ?? 1080,
-            user: components.user?.removingPercentEncoding, password: components.password?.removingPercentEncoding
-        )
+        // `user` and `password` come decoded once (a tester's `100%25` was decoded again, to an
+        // empty password); an IPv6 address comes in its brackets, which no resolver takes.
+        let bare = host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
+        return Server(host: bare, port: components.port ?? 1080, user: components.user, password: components.password)
     }
 
     /// The proxy for `url`, nil to connect directly.

@@ -135,6 +135,9 @@ public struct ResponseFacts: Sendable, Hashable {
     /// The request carried credentials (`user:pass@` in the URL or an `Authorization` header): a
     /// 401 then means they were refused, not that they are missing.
     public var sentCredentials: Bool = false
+    /// The request carried the proxy's credentials (`user:pass@` in the proxy URL): a 407 then
+    /// means they were refused (a tester's wrong password was told to give one).
+    public var sentProxyCredentials: Bool = false
     /// For a request through a proxy in absolute form, whether the proxy answered itself; nil for
     /// the server's answer (or no proxy).
     public var source: ResponseSource?
@@ -177,6 +180,8 @@ public struct ResponseFacts: Sendable, Hashable {
             return "\(statusText): the server refused the credentials given for \(asked == "some" ? "this URL" : asked)"
         case 401:
             return "\(statusText): the server wants \(asked) credentials; give them as user:pass@ in the URL or with -H 'Authorization: …'"
+        case 407 where sentProxyCredentials:
+            return "\(statusText): the proxy refused the credentials given in the proxy URL for \(asked == "some" ? "it" : asked)"
         case 407:
             return "\(statusText): the proxy wants \(asked) credentials; give them as user:pass@ in the proxy URL"
         default:

@@ -434,6 +434,14 @@ public struct SessionStateMachine: Sendable {
                     "download \(existing) of this URL is already checked against \(current); to check it against another, cancel it, or remove it once it failed (its bytes stay)"
                 )
             }
+            // A file being placed was checked against the checksum it had when its transfer ended:
+            // another one could no longer be checked before it is placed (a tester's wrong one was
+            // said verified, exit 0). Once it is completed, asked again, its file is read for it.
+            if let checksum = options.checksum, download.options.checksum != checksum, download.state == .completed {
+                throw .invalidArgument(
+                    "download \(existing) of this URL is being placed: ask for it again with --checksum once it is completed, and its file is checked"
+                )
+            }
             if let limit, let current = download.limit, current != limit {
                 throw .invalidArgument(
                     "download \(existing) of this URL is already limited to \(Format.speed(Double(current))) (asked: \(Format.speed(Double(limit)))): change its limit instead"

@@ -93,6 +93,10 @@ public actor DownloadSession {
     /// What each running attempt said it will still write, and where: its rest when it checked,
     /// and the download's bytes then.
     private var spaceClaims: [DownloadID: SpaceClaim] = [:]
+    /// The checksum each finished transfer's file was checked against, until its file is placed: a
+    /// checksum adopted after that check (while the file waited for room where a copy goes) is
+    /// checked before the placement (a tester's wrong one was said verified, exit 0).
+    private var digestChecked: [DownloadID: Checksum] = [:]
     /// The least free space above its floor on a file system where a download ran, at the last check.
     private var lastHeadroom: Int64?
     /// When the last space check began, and the check a completion asked for within
@@ -980,6 +984,7 @@ public actor DownloadSession {
         if outcome == .completed, machine.runningAttempt(id) == attempt, let wanted = machine.download(id)?.options.checksum, wanted != checked {
             return wanted
         }
+        if outcome == .completed, machine.runningAttempt(id) == attempt { digestChecked[id] = checked }
         let bytesOnDisk = result.bytesOnDisk
         if transfers[id]?.attempt == attempt { transfers[id] = nil }
         if spaceClaims[id]?.attempt == attempt { spaceClaims[id] = nil }
@@ -1129,7 +1134,20 @@ public actor DownloadSession {
     /// The file work (a copy of gigabytes where links are impossible) runs on the file-work
     /// threads, never on the actor: intents and snapshots go on meanwhile.
     private func finalize(_ id: DownloadID) async -> [Action] {
-        guard let download = machine.download(id) else { return [] }
+        guard var download = machine.download(id) else { return [] }
+        // A checksum the file was not checked against (adopted while it waited for room to be
+        // placed, or after a restart of haul) is checked first, off the actor; one adopted meanwhile
+        // is checked too.
+        while let wanted = download.options.checksum, digestChecked[id] != wanted {
+            let path = download.partPath
+            if let mismatch = await FileDigest.mismatch(path, wanted) {
+                digestChecked[id] = nil
+                return machine.finalizeFailed(id, reason: mismatch, discardingVersion: false)
+            }
+            digestChecked[id] = wanted
+            guard let now = machine.download(id) else { return [] }
+            download = now
+        }
         let name = download.fileName
         let first = download.firstAttempt
         let replacing = download.replacing

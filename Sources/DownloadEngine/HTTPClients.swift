@@ -124,8 +124,8 @@ struct HTTPClients: Sendable {
                     upstream.tls = tls
                 }
                 guard let bridge = try? ProxyBridge(upstream, group: HTTPClient.defaultEventLoopGroup) else { return nil }
-                // The bridge adds the proxy's credentials itself.
-                let client = HTTPClients.client(settings, proxy: .init(host: "127.0.0.1", port: bridge.port))
+                // The bridge adds the proxy's credentials itself; the client gives the bridge its own.
+                let client = HTTPClients.client(settings, proxy: .init(host: "127.0.0.1", port: bridge.port, user: bridge.credentials.user, password: bridge.credentials.password))
                 started[route] = Started(bridge: bridge, client: client, upstream: upstream)
                 return (client, upstream)
             }

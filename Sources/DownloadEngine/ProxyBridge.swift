@@ -24,8 +24,15 @@ import NIOPosix
 ///
 /// Both sides of a connection close together; reading stops on one side while the other cannot take
 /// more (no body is ever held whole).
+///
+/// Only haul's own client may use it: every `CONNECT` must carry the bridge's secret as its
+/// `Proxy-Authorization` (the client is given it as its proxy's credentials), or it is answered
+/// with 407 and closed. Any local user could otherwise reach the proxy through it with haul's
+/// credentials (a tester's, as `nobody`, was let through squid as haul's user).
 final class ProxyBridge: Sendable {
     let port: Int
+    /// The credentials haul's client gives the bridge (`user`, `password`): random, made per bridge.
+    let credentials: (user: String, password: String)
     private let listener: EventLoopFuture<any Channel>
 
     struct StartFailure: Error {}
@@ -35,11 +42,15 @@ final class ProxyBridge: Sendable {
     init(_ upstream: Upstream, group: any EventLoopGroup) throws(StartFailure) {
         let socket: Int32
         (socket, port) = try Self.listeningSocket()
+        var random = SystemRandomNumberGenerator()
+        let password = (0..<4).map { _ in String(random.next(), radix: 16) }.joined()
+        credentials = ("haul", password)
+        let expected = "Basic " + Data("haul:\(password)".utf8).base64EncodedString()
         listener = ServerBootstrap(group: group)
             .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(BridgeHandshake(upstream))
+                    try channel.pipeline.syncOperations.addHandler(BridgeHandshake(upstream, authorization: expected))
                 }
             }
             .withBoundSocket(socket)
@@ -84,13 +95,16 @@ final class BridgeHandshake: ChannelInboundHandler, RemovableChannelHandler {
     typealias OutboundOut = ByteBuffer
 
     private let upstream: Upstream
+    /// The `Proxy-Authorization` every `CONNECT` must carry: haul's client's.
+    private let authorization: String
     private var received = ByteBuffer()
     private var started = false
     /// The connection on (to the proxy or the server), until the forwarding handlers own it.
     private var server: (any Channel)?
 
-    init(_ upstream: Upstream) {
+    init(_ upstream: Upstream, authorization: String) {
         self.upstream = upstream
+        self.authorization = authorization
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -103,15 +117,29 @@ final class BridgeHandshake: ChannelInboundHandler, RemovableChannelHandler {
         }
         let headLength = end.upperBound - received.readableBytesView.startIndex
         let head = received.readString(length: headLength) ?? ""
-        let words = (head.split(separator: "\r\n", maxSplits: 1).first ?? "").split(separator: " ")
+        let lines = head.split(separator: "\r\n")
+        let words = (lines.first ?? "").split(separator: " ")
         guard words.count == 3, words[0] == "CONNECT", let (host, port) = Self.hostAndPort(words[1]) else {
             Self.answer(context.channel, "405 Method Not Allowed")
+            return
+        }
+        guard Self.authorization(in: lines.dropFirst()) == authorization else {
+            Self.answer(context.channel, "407 Proxy Authentication Required")
             return
         }
         started = true
         // Nothing else is read until the tunnel is up (the client sends nothing before the 200).
         try? context.channel.syncOptions?.setOption(.autoRead, value: false)
         open(context: context, host: host, port: port)
+    }
+
+    /// The value of the `Proxy-Authorization` header among `lines`, if one is there.
+    static func authorization(in lines: ArraySlice<Substring>) -> String? {
+        for line in lines {
+            guard let colon = line.firstIndex(of: ":"), line[..<colon].lowercased() == "proxy-authorization" else { continue }
+            return line[line.index(after: colon)...].trimmingWhitespace()
+        }
+        return nil
     }
 
     /// `host` and `port` of a `CONNECT` target: `files.example:443`, `[::1]:8443` (no brackets kept).

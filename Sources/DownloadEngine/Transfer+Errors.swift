@@ -251,11 +251,13 @@ extension Transfer {
             return ProxyRefused(outcome: .retryable(reason: reason, retryAfter: nil, progressed: false))
         }
         if let failure = await upstream.probe(host: host, port: port, group: HTTPClient.defaultEventLoopGroup) {
-            return ProxyRefused.explaining(failure, target: target)
+            return ProxyRefused.explaining(failure, target: target, sentCredentials: upstream.route.proxy?.user != nil)
         }
         // The way opened this time: say what the client saw.
         if error == .proxyAuthenticationRequired {
-            return ProxyRefused(outcome: .fatal(reason: ResponseFacts(status: 407, reasonPhrase: "Proxy Authentication Required").failureText))
+            var facts = ResponseFacts(status: 407, reasonPhrase: "Proxy Authentication Required")
+            facts.sentProxyCredentials = upstream.route.proxy?.user != nil
+            return ProxyRefused(outcome: .fatal(reason: facts.failureText))
         }
         guard case .proxyConnect = route.way, let proxy = upstream.route.proxy else { return nil }
         return ProxyRefused(outcome: .retryable(reason: "the proxy \(proxy) did not open a tunnel to \(target)", retryAfter: nil, progressed: false))
@@ -276,14 +278,17 @@ struct ProxyRefused: Error {
     var outcome: SessionStateMachine.Outcome
 
     /// What a failure to open the way to `target` (`host:port`) means; the server's own errors
-    /// are left to `classify`, as for a direct request.
-    static func explaining(_ failure: any Error, target: String) -> any Error {
+    /// are left to `classify`, as for a direct request. `sentCredentials`: the proxy was given
+    /// credentials (its 407 refused them).
+    static func explaining(_ failure: any Error, target: String, sentCredentials: Bool) -> any Error {
         guard let failure = failure as? Upstream.Failure else { return failure }
         switch failure {
         case .proxyUnreachable(let proxy, let error):
             return ProxyRefused(outcome: .retryable(reason: "cannot reach the proxy \(proxy): \(Transfer.describe(error))", retryAfter: nil, progressed: false))
         case .refused(let status, let phrase, let authenticate) where status == 407:
-            return ProxyRefused(outcome: .fatal(reason: ResponseFacts(status: 407, reasonPhrase: phrase, authenticate: authenticate).failureText))
+            var facts = ResponseFacts(status: 407, reasonPhrase: phrase, authenticate: authenticate)
+            facts.sentProxyCredentials = sentCredentials
+            return ProxyRefused(outcome: .fatal(reason: facts.failureText))
         case .refused(let status, _, _):
             let reason = "proxy refused CONNECT to \(target): \(status)"
             // A proxy that cannot reach the server now (502, 503, 504) may later.

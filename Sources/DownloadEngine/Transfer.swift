@@ -876,6 +876,7 @@ struct Transfer: Sendable {
         // (https answers come through the tunnel, from the server).
         if url.scheme?.lowercased() == "http", let proxy = clients.proxy(for: url) {
             facts.source = ResponseSource.of(headers: head.headers.map { ($0.name, $0.value) }, proxy: proxy.description)
+            facts.sentProxyCredentials = proxy.user != nil
         }
         return facts
     }

@@ -81,6 +81,17 @@ import Testing
         #expect(settings.server(for: url("http://10.0.0.1/x")) == nil)
     }
 
+    /// A proxy's credentials are decoded once, as curl does (a tester's `100%25` was decoded twice,
+    /// to an empty password, and `u%25x` to no credentials at all); an IPv6 address loses its
+    /// brackets (`[::1]` was looked up as a host name, and retried for minutes).
+    @Test func proxyCredentialsAreDecodedOnceAndAnIPv6AddressIsAnAddress() throws {
+        let decoded = try ProxySettings.from(environment: ["http_proxy": "http://u%25x:100%25@proxy.lan:3128", "https_proxy": "http://u:a%2541b@h:1"])
+        #expect(decoded.http == ProxySettings.Server(host: "proxy.lan", port: 3128, user: "u%x", password: "100%"))
+        #expect(decoded.https?.password == "a%41b")
+        let six = try ProxySettings.from(environment: ["http_proxy": "http://[::1]:19943"])
+        #expect(six.http == ProxySettings.Server(host: "::1", port: 19943))
+    }
+
     @Test func upperCaseHTTPProxyIsIgnoredAndAllProxyFillsIn() throws {
         let settings = try ProxySettings.from(environment: ["HTTP_PROXY": "http://evil:1", "ALL_PROXY": "http://all:8080"])
         #expect(settings.http == ProxySettings.Server(host: "all", port: 8080))

@@ -49,5 +49,7 @@ import Testing
         var authentication = ResponseFacts(status: 407, reasonPhrase: "Proxy Authentication Required")
         authentication.source = .proxy(Self.proxy)
         #expect(authentication.failureText.hasPrefix("HTTP 407 Proxy Authentication Required: the proxy wants"))
+        authentication.sentProxyCredentials = true
+        #expect(authentication.failureText == "HTTP 407 Proxy Authentication Required: the proxy refused the credentials given in the proxy URL for it")
     }
 }

@@ -340,6 +340,21 @@ import Testing
         #expect(throws: Machine.TransitionError.illegal(id, state: "completed", intent: "cancel")) { try m.cancel(id) }
     }
 
+    /// A file being placed was checked against the checksum it had when its transfer ended; a
+    /// request that brings one it was not checked against is refused until it is completed (a
+    /// tester's wrong one was adopted then, and said verified, exit 0). Without one it joins.
+    @Test func aChecksumCannotJoinAFileBeingPlaced() throws {
+        var m = machine()
+        let (id, attempt) = try started(&m)
+        _ = m.transferFinished(id, attempt: attempt, outcome: .completed, bytesOnDisk: 1, now: now, jitter: 0)
+        let sum = Checksum(algorithm: .sha256, hex: String(repeating: "ab", count: 32))
+        #expect(throws: Machine.TransitionError.invalidArgument("download \(id) of this URL is being placed: ask for it again with --checksum once it is completed, and its file is checked")) {
+            try m.schedule(url: url, destination: .file("/d/file.bin"), options: RequestOptions(checksum: sum))
+        }
+        #expect(m.download(id)?.options.checksum == nil)
+        #expect(try m.schedule(url: url, destination: .file("/d/file.bin")).0 == id, "without a checksum it joins")
+    }
+
     @Test func failedCanBeRetriedAndRemoved() throws {
         var m = machine()
         let (id, attempt) = try started(&m)

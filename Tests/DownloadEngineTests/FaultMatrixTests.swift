@@ -555,14 +555,18 @@ import TestSupport
     }
 
     @Test("24: a proxy that refuses CONNECT for https fails the download at once, in haul's words", arguments: [
-        ("403 Forbidden", "proxy refused CONNECT to files.haul-test.invalid:443: 403"),
-        ("407 Proxy Authentication Required\r\nProxy-Authenticate: Basic realm=\"corp\"",
+        ("403 Forbidden", false, "proxy refused CONNECT to files.haul-test.invalid:443: 403"),
+        ("407 Proxy Authentication Required\r\nProxy-Authenticate: Basic realm=\"corp\"", false,
          "HTTP 407 Proxy Authentication Required: the proxy wants Basic (realm \"corp\") credentials; give them as user:pass@ in the proxy URL"),
+        // Credentials given and refused: said so (a tester's wrong password was told to give one).
+        ("407 Proxy Authentication Required\r\nProxy-Authenticate: Basic realm=\"corp\"", true,
+         "HTTP 407 Proxy Authentication Required: the proxy refused the credentials given in the proxy URL for Basic (realm \"corp\")"),
     ])
-    func aRefusedConnectFailsAtOnce(refusal: String, reason: String) async throws {
+    func aRefusedConnectFailsAtOnce(refusal: String, credentials: Bool, reason: String) async throws {
         let proxy = try TunnelProxy(tunnellingTo: 9, refusing: [443: refusal])
         defer { proxy.stop() }
-        try await Harness.with({ $0.proxies = ProxySettings(https: .init(host: "127.0.0.1", port: proxy.port)) }) { h in
+        let server = ProxySettings.Server(host: "127.0.0.1", port: proxy.port, user: credentials ? "u" : nil, password: credentials ? "wrong" : nil)
+        try await Harness.with({ $0.proxies = ProxySettings(https: server) }) { h in
             let id = try await h.session.schedule(try #require(URL(string: "https://files.haul-test.invalid/x.bin")), to: .file(h.path("x.bin")))
             let done = try await h.wait(id) { $0.state.isFinished }
             #expect(done.state == .failed(reason: reason))

@@ -255,6 +255,43 @@ import TestSupport
         }
     }
 
+    /// A checksum that joins a finished file waiting for room to be placed is checked before the
+    /// placement: a tester's wrong one was adopted after the transfer's check, and the row said
+    /// completed and verified, the hook told the wrong digest, exit 0. The right one places both.
+    @Test("19: a checksum that joins a file waiting for room to be placed is checked first", arguments: [false, true])
+    func aChecksumJoiningAFileWaitingForRoomIsChecked(right: Bool) async throws {
+        let scratch = try TemporaryDirectory("haul-copy-sum")
+        guard let other = try await Self.tmpfs("size=1m", in: scratch) else { return }
+        defer { _ = unmount(other) }
+        try await Harness.with { h in
+            var held = Faults()
+            held.holdAt = [100_000]
+            h.server.serve("/sum.bin", size: 3_000_000, faults: held)
+            let id = try await h.session.schedule(h.server.url("/sum.bin"), to: .directory(h.directory))
+            #expect(try await h.session.schedule(h.server.url("/sum.bin"), to: .directory(other)) == id)
+            h.server.release("/sum.bin")
+            _ = try await h.wait(id) { if case .waitingForSpace = $0.state { true } else { $0.state.isFinished } }
+            let third = h.path("third")
+            try FileManager.default.createDirectory(atPath: third, withIntermediateDirectories: true)
+            let digest = right ? h.server.sha256("/sum.bin") : String(repeating: "ab", count: 32)
+            let asked = Checksum(algorithm: .sha256, hex: digest)
+            #expect(try await h.session.schedule(h.server.url("/sum.bin"), to: .directory(third), options: RequestOptions(checksum: asked)) == id)
+            let grown = try await ChildProcess.run("/bin/mount", ["-o", "remount,size=8m", other])
+            try #require(grown.status == 0, "tmpfs grown")
+            await h.session.checkSpace()
+            let done = try await h.wait(id) { $0.state.isFinished }
+            if right {
+                #expect(done.state == .completed && done.completedPaths.count == 3, "\(done.state)")
+                #expect(sha256(ofFile: third + "/sum.bin") == digest)
+            } else {
+                #expect(done.state == .failed(reason: "sha-256 mismatch: expected \(digest), got \(h.server.sha256("/sum.bin")) (kept as .part)"), "\(done.state)")
+                #expect(fileLength(h.path("sum.bin.part")) == 3_000_000, "the bytes are kept")
+                #expect(!FileManager.default.fileExists(atPath: third + "/sum.bin") && !FileManager.default.fileExists(atPath: h.path("sum.bin")), "nothing placed")
+            }
+            #expect(h.gets("/sum.bin").count == 1)
+        }
+    }
+
     /// A copy for another requester into a read-only file system pauses the download with its file
     /// whole, as a part file that cannot be written does; resumed once writable, both files are
     /// placed after a 416 (a tester's row said `failed`).
