@@ -15,6 +15,13 @@ public enum Format {
         return "\(text) \(units[unit])"
     }
 
+    /// `1.2 MiB of 4.0 MiB`; in bytes when the two would read alike (`99999 B of 100000 B`: a
+    /// tester's failed row said `body ended at 97.6 KiB of 97.6 KiB`).
+    public static func bytesApart(_ count: Int64, _ total: Int64) -> String {
+        let (a, b) = (bytes(count), bytes(total))
+        return a == b && count != total ? "\(count) B of \(total) B" : "\(a) of \(b)"
+    }
+
     /// `1.5 MiB/s`; `-` when nothing moves.
     public static func speed(_ bytesPerSecond: Double) -> String {
         guard bytesPerSecond.isFinite, bytesPerSecond >= 1 else { return "-" }

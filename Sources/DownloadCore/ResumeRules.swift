@@ -49,6 +49,23 @@ public struct Validators: Sendable, Hashable {
     }
 
     public var isEmpty: Bool { etag == nil && lastModified == nil }
+
+    /// Why these validators cannot verify a resume (no `ifRange`), in words; nil when they can. A
+    /// tester's row said `no validator` of a strong ETag distrusted as of a change within its second.
+    public var whyUnverifiable: String? {
+        guard ifRange == nil else { return nil }
+        if recentlyChanged { return "validators of a change within their second" }
+        if isEmpty { return "no validator" }
+        if lastModified == nil { return "a weak ETag alone" }
+        return "a Last-Modified haul cannot read"
+    }
+}
+
+extension Download {
+    /// Why the latest resume was checked by overlap alone: `no validator`, `a weak ETag alone` …
+    public var overlapGround: String {
+        Validators(etag: etag, lastModified: lastModified, recentlyChanged: recentlyChanged).whyUnverifiable ?? "no validator"
+    }
 }
 
 /// What the first request of an attempt asks for.

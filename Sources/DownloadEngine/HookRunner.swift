@@ -107,13 +107,21 @@ enum HookRunner {
         let waitStatus = await process.exitStatus()
         watchdog.cancel()
         // The last of its output, logged before its end is: a little while at most, as something
-        // it started may hold the pipe open for good.
+        // it started may hold the pipe open for good. Whichever comes first ends the wait: a task
+        // group waited for the drain anyway (a `Task`'s value does not heed cancellation), and a
+        // tester's hook that left `sleep 20 &` held `haul get` 20 s past its exit and its limit.
         let drained = process.drained
-        await withTaskGroup(of: Void.self) { group in
-            group.addTask { await drained.value }
-            group.addTask { try? await Task.sleep(for: .seconds(2)) }
-            await group.next()
-            group.cancelAll()
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let waiting = Mutex<CheckedContinuation<Void, Never>?>(continuation)
+            let end = { @Sendable in waiting.withLock { $0.take() }?.resume() }
+            Task {
+                await drained.value
+                end()
+            }
+            Task {
+                try? await Task.sleep(for: .seconds(2))
+                end()
+            }
         }
         let elapsed = started.duration(to: .now)
         let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18

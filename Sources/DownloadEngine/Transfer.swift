@@ -461,7 +461,7 @@ struct Transfer: Sendable {
             // A body that ended short of the total (a partial 206, a close the client did not flag)
             // is never success: keep the prefix and resume from it.
             return .retryable(
-                reason: "body ended at \(Format.bytes(file.length)) of \(Format.bytes(promised))",
+                reason: "body ended at \(Format.bytesApart(file.length, promised))",
                 retryAfter: nil, progressed: progressed()
             )
         }
@@ -703,7 +703,9 @@ struct Transfer: Sendable {
                 )
                 if let end = Self.end(of: decision, stream) { return end }
                 if responded.claim() {
-                    await self.responded(info(head, finalURL: finalURL, facts: facts, total: context.total, disposition: .resumed(from: context.startBytes, verified: true)))
+                    // Parts with no byte written yet resume nothing (a tester's row said `resumed at 0 B`).
+                    let disposition: Disposition = context.startBytes > 0 ? .resumed(from: context.startBytes, verified: true) : .fresh
+                    await self.responded(info(head, finalURL: finalURL, facts: facts, total: context.total, disposition: disposition))
                 }
                 _ = try await stream.write(into: .part(descriptor: context.descriptor, path: context.path, board: board, part: claim.part, position: claim.from))
                 if (stream.position ?? claim.from) == claim.from {

@@ -523,7 +523,7 @@ struct Painter {
         var parts: [String] = []
         if let offset = download.resumeOffset {
             let times = download.resumeCount == 1 ? "1 resume" : "\(download.resumeCount) resumes"
-            let check = download.overlapChecked ? "no validator: checked by overlap"
+            let check = download.overlapChecked ? "\(download.overlapGround): checked by overlap"
                 : download.unverifiedResume ? "unverified: no validator, length matched" : "validator checked"
             parts.append("\(times), latest from \(Format.bytes(offset)) (\(check)); \(Format.bytes(download.bytesSavedByResume)) not fetched again")
         } else {

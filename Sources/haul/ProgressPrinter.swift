@@ -77,7 +77,7 @@ final class ProgressPrinter {
             if last.resumeCount != download.resumeCount {
                 last.resumeCount = download.resumeCount
                 let offset = download.resumeOffset ?? 0
-                let how = download.overlapChecked ? "no validator: the bytes before it checked by overlap"
+                let how = download.overlapChecked ? "\(download.overlapGround): the bytes before it checked by overlap"
                     : download.unverifiedResume ? "unverified: no validator, same length" : "verified with If-Range"
                 emit(download, event: "resumed", text: "resumed at \(Format.bytes(offset)) (\(how))")
             }

@@ -169,6 +169,11 @@ import Testing
         #expect(Format.bytes(10 * 1024 * 1024 + 300 * 1024) == "10.2 MiB")
         #expect(Format.bytes(5 * 1024 * 1024 * 1024) == "5.0 GiB")
         #expect(Format.bytes(-5) == "0 B")
+        // Two counts that would read alike are said in bytes (a failed row said `97.6 KiB of 97.6 KiB`).
+        #expect(Format.bytesApart(99_999, 100_000) == "99999 B of 100000 B")
+        #expect(Format.bytesApart(4096, 4097) == "4096 B of 4097 B")
+        #expect(Format.bytesApart(50_000, 100_000) == "48.8 KiB of 97.6 KiB")
+        #expect(Format.bytesApart(100_000, 100_000) == "97.6 KiB of 97.6 KiB")
     }
 
     @Test func speedsAndDurations() {

@@ -227,6 +227,16 @@ import Testing
         state.apply(snapshot)
         state.showDetails = true
         #expect(render(state).text.contains("(no validator: checked by overlap)"))
+        // Validators it had but could not trust are said as such (a tester's row said `no validator`
+        // of a strong ETag that came with a file changed within its second).
+        snapshot.downloads[0].recentlyChanged = true
+        state.apply(snapshot)
+        #expect(render(state).text.contains("(validators of a change within their second: checked by overlap)"))
+        snapshot.downloads[0].recentlyChanged = false
+        snapshot.downloads[0].etag = "W/\"x\""
+        snapshot.downloads[0].lastModified = nil
+        state.apply(snapshot)
+        #expect(render(state).text.contains("(a weak ETag alone: checked by overlap)"))
     }
 
     /// The details' status says "no response yet" only while one may come: a 404 or a 503 is

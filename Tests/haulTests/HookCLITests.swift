@@ -129,6 +129,29 @@ import TestSupport
         }
     }
 
+    /// A hook that leaves a child holding its output (`xdg-open "$1" &`) ended when it exited: the
+    /// wait for the rest of its output is two seconds at most (a tester's `sleep 20 &` held `haul
+    /// get` for 20 s, past its 3 s limit, and a runner's row said `hook pending` meanwhile).
+    @Test("18.4: a hook whose child holds its output ends when the hook exits")
+    func aHookWhoseChildHoldsItsOutputEndsWithIt() async throws {
+        try await CLI.withServer { server, directory in
+            let hook = try script("leaves.sh", in: directory, """
+                sleep 30 &
+                echo $! > '\(directory)/child-'$HAUL_ID.pid
+                exit 0
+                """)
+            let started = Date()
+            let run = try await getTwo(server, in: directory, hook: hook, ["--hook-timeout", "20s"])
+            let seconds = Date().timeIntervalSince(started)
+            #expect(run.status == 0, "\(run.stderr)")
+            #expect(seconds < 15, "not the child's 30 s: \(seconds) s")
+            #expect(run.stdout.contains("[1] hook ran (exit 0"), "\(run.stdout)")
+            for id in [1, 2] {
+                if let child = Self.pid(directory + "/child-\(id).pid") { kill(child, SIGKILL) }
+            }
+        }
+    }
+
     @Test("18.4: a failing hook is logged with its status and output, and the next download still completes")
     func aFailingHookIsLoggedAndTheQueueGoesOn() async throws {
         try await CLI.withServer { server, directory in
