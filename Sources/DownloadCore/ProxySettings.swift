@@ -78,16 +78,20 @@ public struct ProxySettings: Sendable, Hashable {
     /// The proxy for `url`, nil to connect directly.
     public func server(for url: URL) -> Server? {
         guard let host = url.host?.lowercased() else { return nil }
-        if bypasses(host) { return nil }
-        return url.scheme?.lowercased() == "https" ? https : http
+        let https = url.scheme?.lowercased() == "https"
+        if bypasses(host, port: url.port ?? (https ? 443 : 80)) { return nil }
+        return https ? self.https : http
     }
 
-    func bypasses(_ host: String) -> Bool {
+    /// Whether `no_proxy` sends `host:port` direct. An entry with a port (`localhost:9999`) is for
+    /// that port only (a tester's also sent `localhost:19901` direct; curl does not).
+    func bypasses(_ host: String, port: Int) -> Bool {
         let bare = host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
         return noProxy.contains { entry in
             if entry == "*" { return true }
             var pattern = entry
             if let colon = pattern.lastIndex(of: ":"), !pattern.contains("["), pattern.filter({ $0 == ":" }).count == 1 {
+                guard Int(pattern[pattern.index(after: colon)...]) == port else { return false }
                 pattern = String(pattern[..<colon])
             }
             if pattern.hasPrefix(".") { pattern.removeFirst() }

@@ -1241,6 +1241,9 @@ public struct SessionStateMachine: Sendable {
             note(id, .paused, "paused: the part file cannot be written")
         case .noSpace(let shortage, let reading):
             if let reading { filesystems[id] = reading.filesystem }
+            // Before its first byte, what the file needs is its length: the row says so (a tester's
+            // said `0 B of unknown size` beside `needs 5.0 MiB`).
+            if case .cannotFit(let needs) = shortage, download.totalBytes == nil, bytesOnDisk == 0 { download.totalBytes = needs }
             wait(&download, shortage, reading)
             note(id, .waiting, download.state.reason ?? "waiting for disk space")
         case .stopped:

@@ -127,6 +127,8 @@ import Testing
         // The transfer found 64 MiB would not fit in 10 MiB free.
         _ = m.transferFinished(id, attempt: attempt, outcome: .noSpace(.cannotFit(needs: 64 * Self.mib), reading: reading(free: 10)), bytesOnDisk: 0, now: now, jitter: 0)
         #expect(m.download(id)?.state == .waitingForSpace(reason: "waiting for disk space (needs 64.0 MiB, 10.0 MiB free, floor 1.0 MiB)"))
+        // Before its first byte, what it needs is its length (a tester's row said `0 B of unknown size`).
+        #expect(m.download(id)?.totalBytes == 64 * Self.mib)
         // Above the floor but not enough for the whole rest: still waiting, with the new figure.
         let more = m.spaceChecked([id: reading(free: 40)], directory: nil, purgeWhenLow: false)
         #expect(more.actions.isEmpty && more.changed)

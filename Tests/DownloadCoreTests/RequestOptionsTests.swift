@@ -78,7 +78,9 @@ import Testing
         #expect(settings.server(for: url("https://a.internal.example/x")) == nil)
         #expect(settings.server(for: url("https://internal.example/x")) == nil)
         #expect(settings.server(for: url("https://notinternal.example/x")) == settings.https)
-        #expect(settings.server(for: url("http://10.0.0.1/x")) == nil)
+        #expect(settings.server(for: url("http://10.0.0.1/x")) == settings.http, "10.0.0.1:8080 is for that port only")
+        #expect(settings.server(for: url("http://10.0.0.1:8080/x")) == nil)
+        #expect(settings.server(for: url("http://10.0.0.1:8081/x")) == settings.http)
     }
 
     /// A proxy's credentials are decoded once, as curl does (a tester's `100%25` was decoded twice,
