@@ -20,6 +20,13 @@ enum LiveQueue {
     static func attach(_ path: String) async -> (pid: Int32, client: ControlClient)? {
         guard let pid = (try? StateDirectory(existingAt: path))?.liveHolder() else { return nil }
         let deadline = ContinuousClock.now + .seconds(2)
+        // A holder that took the queue a moment ago (a UI started at the same instant as this one)
+        // serves its socket a moment later: waited for, rather than refused as a queue in use (a
+        // tester's second UI exited 2, its URL never added).
+        while !FileManager.default.fileExists(atPath: socketPath(path)) {
+            guard lockTakenRecently(path), ContinuousClock.now < deadline, (try? StateDirectory(existingAt: path))?.liveHolder() == pid else { return nil }
+            try? await Task.sleep(for: .milliseconds(50))
+        }
         while FileManager.default.fileExists(atPath: socketPath(path)) {
             if let client = await ControlClient.connect(socketPath: socketPath(path)) { return (pid, client) }
             // It ended meanwhile, or a socket left by a runner that died is all there is.
@@ -27,6 +34,13 @@ enum LiveQueue {
             try? await Task.sleep(for: .milliseconds(50))
         }
         return nil
+    }
+
+    /// Whether the queue's lock was taken in the last three seconds (its file is written then).
+    private static func lockTakenRecently(_ path: String) -> Bool {
+        var info = stat()
+        guard stat(path + "/lock", &info) == 0 else { return false }
+        return Date().timeIntervalSince1970 - Double(info.st_mtim.tv_sec) < 3
     }
 
     /// The runner that took the queue at `path` over from `pid` (a UI's `D` starts one that waits for

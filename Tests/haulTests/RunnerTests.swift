@@ -111,6 +111,36 @@ import TestSupport
         }
     }
 
+    /// Two UIs started at the same instant on a new queue: one runs it, the other waits a moment
+    /// for its socket and attaches (a tester's second exited 2, `queue in use`, its URL never added).
+    @Test("17: two UIs started at the same instant: one runs the queue, the other attaches, both URLs queued")
+    func twoUIsStartedAtOnceBothGetTheQueue() async throws {
+        try await CLI.withServer { server, directory in
+            var faults = Faults()
+            faults.throttleBytesPerSecond = 256 * 1024
+            for name in ["a.bin", "b.bin"] { server.serve("/" + name, size: 8 * 1024 * 1024, faults: faults) }
+            let state = directory + "/state"
+            async let first = TmuxSession(TmuxSession.haulCommand(["-d", directory, server.url("/a.bin").absoluteString], state: state, in: directory))
+            async let second = TmuxSession(TmuxSession.haulCommand(["-d", directory, server.url("/b.bin").absoluteString], state: state, in: directory))
+            let (one, two) = try await (first, second)
+            defer {
+                one.close()
+                two.close()
+            }
+            for ui in [one, two] {
+                try await ui.waitFor("both rows in each UI") { _ in
+                    let a = await ui.row("a.bin")
+                    let b = await ui.row("b.bin")
+                    return a != nil && b != nil
+                }
+            }
+            #expect(!(await two.screen()).contains { $0.contains("queue in use") })
+            #expect(!(await one.screen()).contains { $0.contains("queue in use") })
+            let stop = try await HaulProcess(["stop"], in: directory, state: state).wait(timeout: 20)
+            #expect(stop.status == 0, "\(stop.stderr)")
+        }
+    }
+
     /// A UI attached to a queue whose UI hands it over with D follows it to the new runner (a
     /// tester's ended, saying the runner had, as the queue went on in the background).
     @Test("17: an attached UI follows the queue when its UI hands it over with D")
