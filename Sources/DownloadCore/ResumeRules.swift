@@ -224,8 +224,12 @@ extension ResponseFacts {
     /// not use one, and neither decoder undoes it: the gzip bytes were saved as the file).
     public var undecodedCoding: String? {
         guard let transferEncoding else { return nil }
-        return transferEncoding.split(separator: ",").map { $0.trimmingWhitespace().lowercased() }
-            .first { !$0.isEmpty && $0 != "chunked" && $0 != "identity" }
+        let codings = transferEncoding.split(separator: ",").map { $0.trimmingWhitespace().lowercased() }.filter { !$0.isEmpty }
+        if let other = codings.first(where: { $0 != "chunked" && $0 != "identity" }) { return other }
+        // Chunked must come last (RFC 9112 6.1): after it, the body runs to the close with its
+        // chunks' framing in it (a tester's `chunked, identity` was saved framing and all, exit 0).
+        if codings.contains("chunked"), codings.last != "chunked" { return codings.joined(separator: ", ") }
+        return nil
     }
 }
 

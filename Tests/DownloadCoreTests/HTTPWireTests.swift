@@ -133,8 +133,16 @@ import Testing
         #expect(try decode("5\nhello\n0\n\n", step: 3) == ("hello", true), "bare line feeds")
     }
 
+    /// Leading zeros do not count against a size's digits (a tester's 16-digit `0000000000000005`,
+    /// which llhttp takes, was refused over plain http alone); a size past 2^60 still is.
+    @Test func leadingZerosInAChunkSizeAreTaken() throws {
+        #expect(try decode("0000000000000005\r\nhello\r\n0\r\n\r\n", step: 3) == ("hello", true))
+        #expect(try decode(String(repeating: "0", count: 40) + "5\r\nhello\r\n0\r\n\r\n", step: 7) == ("hello", true))
+    }
+
     @Test("broken chunk framing is refused", arguments: [
-        "x\r\n", "\r\n", "5\r\nhelloX\r\n", "5\rX", "12345678901234567\r\n", ";ext\r\n", "5\r\nhello\r\n0\r\nA: b\rX",
+        "x\r\n", "\r\n", "5\r\nhelloX\r\n", "5\rX", "12345678901234567\r\n", "1000000000000000\r\n", ";ext\r\n", "5\r\nhello\r\n0\r\nA: b\rX",
+        String(repeating: "0", count: 70) + "5\r\n",
     ])
     func refused(text: String) {
         #expect(throws: HTTPWire.Failure.invalidChunk) { try decode(text, step: 1) }
