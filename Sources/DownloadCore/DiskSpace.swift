@@ -83,7 +83,12 @@ public enum SpaceShortage: Sendable, Hashable {
             break
         case .cannotFit(let needs):
             if let reading, !reading.fits(needs), needs > reading.capacity - reading.floor {
-                // Never enough, unless the file system grows: said plainly.
+                // Never enough, unless the file system grows or the floor goes down: said plainly,
+                // the floor too when it is what leaves too little (a tester's 976 KiB on an empty 8
+                // MiB file system read as a file larger than the disk).
+                if needs <= reading.capacity {
+                    return "waiting for disk space (needs \(Format.bytes(needs)); the file system holds \(Format.bytes(reading.capacity)) in all, floor \(Format.bytes(reading.floor)): lower --min-free)"
+                }
                 return "waiting for disk space (needs \(Format.bytes(needs)); the file system holds \(Format.bytes(reading.capacity)) in all)"
             }
             facts.append("needs \(Format.bytes(needs))")

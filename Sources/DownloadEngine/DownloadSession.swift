@@ -1168,6 +1168,18 @@ public actor DownloadSession {
         let claims = { @Sendable (destination: Destination) -> Set<String> in
             if case .directory(let directory) = destination { claimed[directory] ?? [] } else { [] }
         }
+        // A copy onto another file system keeps the floor there, as a download there does (a
+        // tester's copy for another requester went under --min-free, and --purge-when-low then
+        // purged a paused download's bytes to make up for it). Not for a file fetched again in
+        // place of its old one, whose room comes back with it.
+        if replacing.isEmpty {
+            let size = download.totalBytes ?? download.bytesOnDisk
+            let floor = configuration.minFree
+            if let short = await FileSync.run({ Self.copyWithoutRoom(source, to: destinations, size: size, floor: floor) }) {
+                configuration.logger.notice("waiting for disk space", metadata: ["id": "\(id)", "reason": "a copy of \(size) bytes to \(short.path) would go under the floor"])
+                return machine.placementLacksRoom(id, at: short.path, shortage: .cannotFit(needs: size), reading: short.reading)
+            }
+        }
         let placed = await FileSync.run { () -> Result<(paths: [String], stamps: [FileStamp]), FilePlacement.Failure> in
             let place = { () -> Result<(paths: [String], stamps: [FileStamp]), FilePlacement.Failure> in
                 // The name must still lead to the file the transfer wrote: another program that
@@ -1249,6 +1261,21 @@ public actor DownloadSession {
             if error.unwritable { return machine.placementPaused(id, reason: error.description + " (paused until it is writable)") }
             return machine.finalizeFailed(id, reason: error.description, discardingVersion: error.partFileChanged)
         }
+    }
+
+    /// The first of `destinations` on another file system than `source` (where the file is copied,
+    /// not linked or moved) whose room above its floor is less than `size`, and its reading.
+    private static func copyWithoutRoom(_ source: String, to destinations: [Destination], size: Int64, floor: SpaceFloor) -> (path: String, reading: DiskReading)? {
+        guard let home = DiskWatch.reading(near: source, floor: floor) else { return nil }
+        for destination in destinations {
+            let path = switch destination {
+            case .directory(let directory): directory + "/"
+            case .file(let file): file
+            }
+            guard let reading = DiskWatch.reading(near: path, floor: floor), reading.filesystem != home.filesystem, !reading.fits(size) else { continue }
+            return (path, reading)
+        }
+        return nil
     }
 
     // MARK: Progress

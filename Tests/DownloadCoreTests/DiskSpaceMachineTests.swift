@@ -43,6 +43,10 @@ import Testing
             == "waiting for disk space (needs 10.0 MiB, 5.0 MiB free, floor 1.0 MiB)")
         #expect(SpaceShortage.cannotFit(needs: 200 * Self.mib).words(reading(free: 5))
             == "waiting for disk space (needs 200 MiB; the file system holds 100 MiB in all)")
+        // Less than the file system holds, more than the floor leaves: the floor is said (a
+        // tester's read as a file larger than the disk).
+        #expect(SpaceShortage.cannotFit(needs: 99 * Self.mib + Self.mib / 2).words(reading(free: 5))
+            == "waiting for disk space (needs 99.5 MiB; the file system holds 100 MiB in all, floor 1.0 MiB: lower --min-free)")
         #expect(SpaceShortage.writeFailed("disk full").words(low) == "waiting for disk space (disk full, 0 B free, floor 1.0 MiB)")
         #expect(SpaceShortage.writeFailed("over quota").words(nil) == "waiting for disk space (over quota)")
         #expect(DownloadState.waitingForSpace(reason: "x").word == "waiting", "counted with the waiting rows")
