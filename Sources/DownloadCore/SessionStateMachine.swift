@@ -759,15 +759,25 @@ public struct SessionStateMachine: Sendable {
     /// paused; nil: of every paused one.
     ///
     /// - Returns: the deletes, and each download purged with the bytes it held.
-    public mutating func purgePaused(only ids: Set<DownloadID>? = nil) -> (actions: [Action], purged: [(DownloadID, Int64)]) {
+    public mutating func purgePaused(only ids: Set<DownloadID>? = nil, sparing: Set<DownloadID> = []) -> (actions: [Action], purged: [(DownloadID, Int64)]) {
         var actions: [Action] = []
         var purged: [(DownloadID, Int64)] = []
         for id in order where ids?.contains(id) ?? true {
+            if sparing.contains(id) { continue }
             guard let (action, freed) = purge(id, why: Download.purgedWords) else { continue }
             actions.append(action)
             purged.append((id, freed))
         }
         return (actions, purged)
+    }
+
+    /// The paused downloads with bytes (not purged yet), and their part files: what a purge of
+    /// `ids` (nil: all) would empty.
+    public func purgeable(only ids: Set<DownloadID>? = nil) -> [(DownloadID, String)] {
+        order.compactMap { id in
+            guard ids?.contains(id) ?? true, let download = downloads[id], download.state == .paused, !download.isPurged else { return nil }
+            return (id, download.partPath)
+        }
     }
 
     /// Empties `id` when it is paused: no validator, no parts, no resume is trusted again.

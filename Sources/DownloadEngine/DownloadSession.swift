@@ -421,7 +421,15 @@ public actor DownloadSession {
     @discardableResult
     public func purgePaused(only ids: Set<DownloadID>? = nil) async -> Int64 {
         guard !isShutDown else { return 0 }
-        let (actions, purged) = machine.purgePaused(only: ids)
+        // A part file that cannot be removed (its file system read-only, its directory not
+        // writable) keeps its row as it is: a tester's row said `purged: 800 KiB … discarded`, and
+        // the answer `freed`, of a file still there.
+        let candidates = machine.purgeable(only: ids)
+        let stuck = await FileSync.run { Set(candidates.filter { !PartFile.removable($0.1) }.map(\.0)) }
+        for id in stuck {
+            configuration.logger.notice("not purged", metadata: ["id": "\(id)", "why": "its part file cannot be removed (read-only file system or directory)"])
+        }
+        let (actions, purged) = machine.purgePaused(only: ids, sparing: stuck)
         for (id, bytes) in purged {
             configuration.logger.notice("purged", metadata: ["id": "\(id)", "bytes": "\(bytes)", "why": "asked"])
         }

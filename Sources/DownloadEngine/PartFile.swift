@@ -196,6 +196,15 @@ final class PartFile {
     }
 
     /// `count` bytes of the file at `path` from `offset`; nil when they cannot all be read.
+    /// Whether the file at `path` could be removed now: its directory is writable, on a file system
+    /// not mounted read-only.
+    static func removable(_ path: String) -> Bool {
+        let directory = DiskWatch.directory(of: path)
+        var info = statvfs()
+        guard statvfs(directory, &info) == 0, info.f_flag & UInt(ST_RDONLY) == 0 else { return false }
+        return access(directory, W_OK) == 0
+    }
+
     static func bytes(of path: String, at offset: Int64, count: Int) -> [UInt8]? {
         let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
         guard fd >= 0 else { return nil }

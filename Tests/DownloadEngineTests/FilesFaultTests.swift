@@ -289,6 +289,33 @@ import TestSupport
         }
     }
 
+    /// A purge leaves a paused download whose part file cannot be removed (its file system mounted
+    /// read-only) as it is, its bytes counted: a tester's row said `purged: 800 KiB … discarded`,
+    /// and the purge `freed`, of a file still there. Writable again, it is purged.
+    @Test("19: a purge spares a part file that cannot be removed, and says nothing of it as freed")
+    func aPurgeSparesAPartFileThatCannotBeRemoved() async throws {
+        let scratch = try TemporaryDirectory("haul-purge-ro")
+        guard let disk = try await Self.tmpfs("size=8m", in: scratch) else { return }
+        defer { _ = unmount(disk) }
+        try await Harness.with({ $0.stallTimeout = .seconds(120) }) { h in
+            h.server.serve("/ro.bin", size: 2_000_000, faults: stalled(at: 300_000))
+            let id = try await h.session.schedule(h.server.url("/ro.bin"), to: .file(disk + "/ro.bin"))
+            try await h.wait(id) { $0.bytesOnDisk == 300_000 }
+            try await h.session.pause(id)
+            let readOnly = try await ChildProcess.run("/bin/mount", ["-o", "remount,ro", disk])
+            try #require(readOnly.status == 0, "made read-only")
+            #expect(await h.session.purgePaused() == 0, "nothing freed")
+            let spared = try #require(await h.session.snapshot()[id])
+            #expect(spared.bytesOnDisk == 300_000 && !spared.isPurged, "\(spared.lastError ?? "")")
+            #expect(fileLength(disk + "/ro.bin.part") == 300_000)
+            let writable = try await ChildProcess.run("/bin/mount", ["-o", "remount,rw", disk])
+            try #require(writable.status == 0, "made writable")
+            #expect(await h.session.purgePaused() == 300_000)
+            #expect(await h.session.snapshot()[id]?.bytesOnDisk == 0)
+            #expect(!FileManager.default.fileExists(atPath: disk + "/ro.bin.part"))
+        }
+    }
+
     /// A checksum that joins a finished file waiting for room to be placed is checked before the
     /// placement: a tester's wrong one was adopted after the transfer's check, and the row said
     /// completed and verified, the hook told the wrong digest, exit 0. The right one places both.
