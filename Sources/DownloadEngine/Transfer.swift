@@ -407,7 +407,12 @@ struct Transfer: Sendable {
             var info = info(head, finalURL: finalURL, facts: facts, total: total, disposition: disposition)
             info.checkedByOverlap = checkedWithoutValidator
             await responded(info)
-            if allowSplit, let total, let parts = await splitIfWorthIt(head: head, facts: facts, info: info, offset: offset, total: total) {
+            // The version's validators decide a split: a resume's are those stored with its first
+            // answer (a tester's file changed within the second of its first answer was resumed by
+            // overlap, split on the resume's answer, and its parts, unverifiable, thrown away at the
+            // next resume: 13.9 MiB of an unchanged file).
+            let version: Validators = if case .resumed = disposition { validators } else { info.validators }
+            if allowSplit, let total, let parts = await splitIfWorthIt(head: head, facts: facts, version: version, info: info, offset: offset, total: total) {
                 do {
                     try file.truncate(to: total)
                 } catch {
@@ -476,9 +481,12 @@ struct Transfer: Sendable {
     /// The parts to split the rest of the file into, committed, with the extra connections opened;
     /// nil when the file is fetched front to back: one connection asked for, no room on the host,
     /// a server that does not say it does ranges, no validator for `If-Range`, or too little left.
-    private func splitIfWorthIt(head: HTTPResponseHead, facts: ResponseFacts, info: SessionStateMachine.ResponseInfo, offset: Int64, total: Int64) async -> [Segment]? {
+    /// `version`: the validators of the version on disk, which the parts' `If-Range` carries.
+    private func splitIfWorthIt(
+        head: HTTPResponseHead, facts: ResponseFacts, version: Validators, info: SessionStateMachine.ResponseInfo, offset: Int64, total: Int64
+    ) async -> [Segment]? {
         let connections = order.options.connections
-        guard connections > 1, info.validators.ifRange != nil, total - offset >= 2 * Segments.minimumPart else { return nil }
+        guard connections > 1, version.ifRange != nil, info.validators.ifRange != nil, total - offset >= 2 * Segments.minimumPart else { return nil }
         let ranges = facts.status == 206 || head.headers[canonicalForm: "Accept-Ranges"].contains { $0.lowercased() == "bytes" }
         guard ranges else { return nil }
         let wanted = Segments.partCount(remaining: total - offset, connections: connections)
@@ -518,9 +526,12 @@ struct Transfer: Sendable {
         case restart(reason: String, fresh: (any ResponseBody)?)
     }
 
-    /// Resumes a segmented file: every part with bytes left, each request with `If-Range`.
+    /// Resumes a segmented file: every part with bytes left, each request with `If-Range`. Parts
+    /// whose validators cannot go in `If-Range` (a queue of an earlier haul: a date it cannot read;
+    /// a version changed within its second that was split all the same) are checked by 64 KiB of
+    /// overlap instead, as one connection's resume is: their bytes are never thrown away unchecked.
     private func resumeParts(_ attempt: inout Attempt, _ basis: SessionStateMachine.ResumeBasis) async throws -> Outcome {
-        guard let total = basis.knownTotal, Segments.isValid(basis.segments, total: total), basis.validators.ifRange != nil else {
+        guard let total = basis.knownTotal, Segments.isValid(basis.segments, total: total) else {
             return try await restartWhole(&attempt, reason: "stored parts cannot be checked", fresh: nil)
         }
         let board = SharedBoard(basis.segments)
@@ -616,7 +627,8 @@ struct Transfer: Sendable {
     }
 
     /// Asks for the 4 KiB before the end of the longest part written (`ResumeRules.checkLength`,
-    /// with `If-Range`) and compares them with the disk before any part is appended to, as a resume
+    /// with `If-Range`; 64 KiB without one, `ResumeRules.overlapLength`) and compares them with the
+    /// disk before any part is appended to, as a resume
     /// of one connection does: a validator can hide a change (a tester's nginx served two files of
     /// one size and date behind a redirect that changed between two resumes, under one ETag: the
     /// parts of both were completed as one file, "verified with If-Range", exit 0). `idle`: the same
@@ -624,7 +636,8 @@ struct Transfer: Sendable {
     private func checkKeptBytes(board: SharedBoard, path: String, basis: SessionStateMachine.ResumeBasis, total: Int64) async throws -> ConnectionEnd {
         let longest = board.withBoard { board in board.parts.max { $0.next - $0.start < $1.next - $1.start } }
         guard let longest, longest.next > longest.start else { return .idle }
-        let count = min(ResumeRules.checkLength, longest.next - longest.start)
+        let window = basis.validators.ifRange == nil ? ResumeRules.overlapLength : ResumeRules.checkLength
+        let count = min(window, longest.next - longest.start)
         let from = longest.next - count
         let (stream, head, finalURL) = try await open(range: from...(longest.next - 1), ifRange: basis.validators.ifRange)
         let facts = self.facts(of: head, at: finalURL)

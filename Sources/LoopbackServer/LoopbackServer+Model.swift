@@ -1,3 +1,4 @@
+import Foundation
 import NIOHTTP1
 /// Misbehaviour a loopback resource can be told to show.
 public struct Faults: Sendable, Hashable {
@@ -63,6 +64,10 @@ public struct Faults: Sendable, Hashable {
     /// The resource changes (a new version: new bytes, ETag and Last-Modified) just before each of
     /// the first this-many Range requests is answered, as a file replaced while a download was paused.
     public var changeOnRangeRequests: Int = 0
+    /// `Last-Modified` is the second the resource was served (`serve`) and every answer carries a
+    /// `Date`: a first request within that second sees a file changed within its second (weak
+    /// validators, RFC 9110 8.8.2.2), later ones the same date a second or more old.
+    public var modifiedWhenServed = false
     /// Answer the first this-many Range requests with `200 text/html` and a small page without
     /// validators, as a proxy or an overloaded server does.
     public var errorPageOnRangeRequests: Int = 0
@@ -131,6 +136,8 @@ struct ResourceEntry {
     var stallsServed = 0
     var shortRangesServed = 0
     var changesServed = 0
+    /// When `serve` was called: the `Last-Modified` of `Faults.modifiedWhenServed`.
+    var servedAt = Date()
     /// Versions made by `change(_:size:keepingValidators:)` that the validators do not show.
     var hiddenChanges = 0
     var silencesServed = 0

@@ -476,7 +476,8 @@ public final class LoopbackServer: Sendable {
         let tagVersion = entry.version - entry.hiddenChanges
         let strongTag = "\"\(String(entry.seed, radix: 16))-v\(tagVersion)\""
         let etag = faults.weakETag ? "W/" + strongTag : strongTag
-        let lastModified = httpDate(epoch.addingTimeInterval(Double(tagVersion) * 86_400))
+        let lastModified = faults.modifiedWhenServed ? httpDate(entry.servedAt) : httpDate(epoch.addingTimeInterval(Double(tagVersion) * 86_400))
+        if faults.modifiedWhenServed { headers.add(name: "Date", value: httpDate(Date())) }
         if !faults.omitETag { headers.add(name: "ETag", value: etag) }
         if !faults.omitLastModified { headers.add(name: "Last-Modified", value: lastModified) }
         headers.add(name: "Accept-Ranges", value: faults.ignoreRange ? "none" : "bytes")

@@ -198,6 +198,38 @@ import TestSupport
         }
     }
 
+    /// A version whose first answer came within the second of its change has validators that never
+    /// verify (RFC 9110 8.8.2.2): it is fetched front to back, and a resume's answer, whose date is
+    /// old by then, does not split it either. A tester's was split on the resume, and the next
+    /// resume found its parts unverifiable and threw 13.9 MiB of an unchanged file away.
+    @Test func aVersionChangedWithinItsSecondIsNeverSplitNorItsBytesThrownAway() async throws {
+        try await Harness.with({ $0.stallTimeout = .seconds(120) }) { h in
+            let size = 8 * 1024 * 1024
+            var faults = Faults()
+            faults.modifiedWhenServed = true
+            faults.holdAt = [1024 * 1024, 3 * 1024 * 1024]
+            h.server.serve("/fresh.bin", size: size, faults: faults)
+            let id = try await h.session.schedule(h.server.url("/fresh.bin"), to: .file(h.path("fresh.bin")), options: Self.options(4))
+            try await h.wait(id) { $0.bytesOnDisk == 1024 * 1024 }
+            #expect(await h.session.snapshot()[id]?.recentlyChanged == true, "the first answer came within the second of its date")
+            try await h.session.pause(id)
+            try await Task.sleep(for: .seconds(1.1))
+            h.server.release("/fresh.bin")
+            try await h.session.resume(id)
+            try await h.wait(id) { $0.bytesOnDisk == 3 * 1024 * 1024 }
+            try await h.session.pause(id)
+            let second = try #require(await h.session.snapshot()[id])
+            #expect(second.segments.isEmpty, "not split on the resume: \(second.segments)")
+            #expect(Self.partRequests(h, "/fresh.bin").isEmpty)
+            h.server.release("/fresh.bin")
+            try await h.session.resume(id)
+            let done = try await h.waitCompleted(id, timeout: 30)
+            #expect(sha256(ofFile: h.path("fresh.bin")) == h.server.sha256("/fresh.bin"))
+            #expect(done.restartCount == 0, "no byte thrown away: \(done.restartReason ?? "")")
+            #expect(h.gets("/fresh.bin").dropFirst().allSatisfy { $0.status == 206 }, "each resume picked up its bytes")
+        }
+    }
+
     @Test func aServerThatIgnoresRangesIsFetchedOverOneConnection() async throws {
         try await Harness.with { h in
             let size = 6 * 1024 * 1024
