@@ -1180,7 +1180,16 @@ public actor DownloadSession {
         // tester's copy for another requester went under --min-free, and --purge-when-low then
         // purged a paused download's bytes to make up for it). Not for a file fetched again in
         // place of its old one, whose room comes back with it.
-        if replacing.isEmpty {
+        // Only where a copy may be made: another requester, or a destination outside the part
+        // file's directory (a file with one requester, beside its part file, costs no look).
+        let home = DiskWatch.directory(of: source)
+        let elsewhere = destinations.count > 1 || destinations.contains { destination in
+            switch destination {
+            case .directory(let directory): directory != home
+            case .file(let path): DiskWatch.directory(of: path) != home
+            }
+        }
+        if replacing.isEmpty, elsewhere {
             let size = download.totalBytes ?? download.bytesOnDisk
             let floor = configuration.minFree
             if let short = await FileSync.run({ Self.copyWithoutRoom(source, to: destinations, size: size, floor: floor) }) {
@@ -1258,6 +1267,7 @@ public actor DownloadSession {
         }
         switch placed {
         case .success(let placed):
+            digestChecked[id] = nil
             return machine.finalized(id, paths: placed.paths, stamps: placed.stamps)
         case .failure(let error):
             if let noRoom = error.noRoom {
