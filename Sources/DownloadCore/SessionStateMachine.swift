@@ -1663,15 +1663,21 @@ public struct SessionStateMachine: Sendable {
     }
 
     /// Of the names a placement of `name` in `directory` tries (`first`, then `name`, `name.1` …, the
-    /// first `count`), those another download of the queue holds: its part file, or the exact file
-    /// it will write. A placement never takes one (a tester: a file placed as `x.iso.part` beside a
-    /// paused download of `x.iso` whose part file a person had deleted was resumed from, a wrong
-    /// file; one placed as `report.pdf` was replaced by a queued `-o report.pdf`).
-    public func claimedNames(in directory: String, name: String, first: Int, count: Int = 64) -> Set<String> {
+    /// first `count`), those another download of the queue holds: its part file, the exact file it
+    /// will write, or the name its part file is for (`NAME` of `NAME.part`; `ownPart`, the placing
+    /// download's own, is not another's). A placement never takes one (a tester: a file placed as
+    /// `x.iso.part` beside a paused download of `x.iso` whose part file a person had deleted was
+    /// resumed from, a wrong file; one placed as `report.pdf` was replaced by a queued `-o
+    /// report.pdf`; a file the server named `same.bin` took the name a running download of
+    /// `…/same.bin` had been shown writing, `same.bin.part`, and that one became `same.bin.1`).
+    public func claimedNames(in directory: String, name: String, first: Int, ownPart: String? = nil, count: Int = 64) -> Set<String> {
         var claimed: Set<String> = []
         for attempt in [first] + Array(0..<count) {
-            let path = Self.join(directory, FileNaming.candidate(name, attempt: attempt))
-            if downloads.partClaims(path) > 0 || downloads.fileClaims(path) > 0 { claimed.insert(path) }
+            let candidate = FileNaming.candidate(name, attempt: attempt)
+            let path = Self.join(directory, candidate)
+            let part = Self.join(directory, FileNaming.partName(for: candidate))
+            let partHeld = downloads.partClaims(part) - (part == ownPart ? 1 : 0)
+            if downloads.partClaims(path) > 0 || downloads.fileClaims(path) > 0 || partHeld > 0 { claimed.insert(path) }
         }
         return claimed
     }

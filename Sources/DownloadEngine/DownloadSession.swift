@@ -1169,7 +1169,7 @@ public actor DownloadSession {
         // Per directory of a destination: the names other downloads of the queue hold.
         let claimed = Dictionary(
             destinations.compactMap { destination in
-                if case .directory(let directory) = destination { (directory, machine.claimedNames(in: directory, name: name, first: first)) } else { nil }
+                if case .directory(let directory) = destination { (directory, machine.claimedNames(in: directory, name: name, first: first, ownPart: source)) } else { nil }
             },
             uniquingKeysWith: { first, _ in first }
         )

@@ -673,6 +673,31 @@ import TestSupport
         }
     }
 
+    /// A file the server names (`Content-Disposition`) passes over the name a running download of
+    /// that name was shown writing (`same.bin.part`, for `same.bin`): a tester's took `same.bin`, and
+    /// the download shown writing it became `same.bin.1`.
+    @Test func aServerNamedFilePassesOverTheNameARunningDownloadHolds() async throws {
+        try await Harness.with { h in
+            var held = Faults()
+            held.holdAt = [1_000]
+            h.server.serve("/x/same.bin", size: 40_000, faults: held)
+            var named = Faults()
+            named.contentDisposition = "attachment; filename=\"same.bin\""
+            h.server.serve("/z/get.php", size: 3_000, faults: named)
+            let running = try await h.session.schedule(h.server.url("/x/same.bin"), to: .directory(h.directory))
+            try await h.wait(running) { $0.bytesOnDisk > 0 }
+            #expect(await h.session.snapshot()[running]?.partPath == h.path("same.bin.part"))
+            let server = try await h.session.schedule(h.server.url("/z/get.php"), to: .directory(h.directory))
+            let quick = try await h.waitCompleted(server)
+            #expect(quick.completedPath == h.path("same.bin.1"), "not the name the running download was shown writing")
+            h.server.release("/x/same.bin")
+            let slow = try await h.waitCompleted(running)
+            #expect(slow.completedPath == h.path("same.bin"))
+            #expect(sha256(ofFile: h.path("same.bin")) == h.server.sha256("/x/same.bin"))
+            #expect(sha256(ofFile: h.path("same.bin.1")) == h.server.sha256("/z/get.php"))
+        }
+    }
+
     @Test func aLongQueueThrottlesItsSnapshotsButAlwaysShowsTheLastChange() async throws {
         try await Harness.with({ $0.maxActive = 16 }) { h in
             // 1,000 in the queue: transfer events are shown at most every 50 ms
