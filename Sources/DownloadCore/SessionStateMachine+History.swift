@@ -30,7 +30,7 @@ extension SessionStateMachine {
             return "requested from \(Format.bytes(offset)): Range bytes=\(offset - checked)-\(validator), "
                 + "the \(Format.bytes(checked)) before it to compare with the disk"
         case .request(.overlap(let offset, let overlap)):
-            return "requested from \(Format.bytes(offset)) without a validator: Range bytes=\(offset - overlap)-, "
+            return "requested from \(Format.bytes(offset)) without a validator it can trust: Range bytes=\(offset - overlap)-, "
                 + "the \(Format.bytes(overlap)) before it to compare with the disk"
         case .parts(let count, let kept, let ifRange):
             let validator = ifRange.map { ", each with If-Range \($0)" } ?? ""

@@ -251,7 +251,16 @@ final class ResponseStream: HTTPClientResponseDelegate, Sendable {
             return loop.makeFailedFuture(error)
         case .pause(let wake):
             wake?.resume()
-            return paused ?? loop.makeSucceededVoidFuture()
+            // Held (no file to write them to yet) is received all the same: the bytes count against
+            // the limits, once they may be written (a tester's small files, read whole before their
+            // file was open, took no time under a limit).
+            let held = paused ?? loop.makeSucceededVoidFuture()
+            let wait = buffer.readableBytes > 0 ? throttle.reserve(buffer.readableBytes) : .zero
+            guard wait > .zero else { return held }
+            return held.flatMap { [self] in
+                markReady(after: wait)
+                return throttle.pause(for: wait, on: loop).map { [self] in markReady(after: .zero) }
+            }
         case .readOn(let took, let wake):
             wake?.resume()
             let wait = took > 0 ? throttle.reserve(took) : .zero

@@ -243,7 +243,7 @@ import Testing
         func texts(_ id: DownloadID, _ kind: HistoryEntry.Kind) -> [String] {
             entries.filter { $0.download == id && $0.kind == kind }.map(\.text)
         }
-        #expect(texts(a, .started) == ["requested from 195 KiB without a validator: Range bytes=134464-, the 64.0 KiB before it to compare with the disk"])
+        #expect(texts(a, .started) == ["requested from 195 KiB without a validator it can trust: Range bytes=134464-, the 64.0 KiB before it to compare with the disk"])
         #expect(texts(a, .response) == ["HTTP 200, 500 B in all, Last-Modified Mon, 02 Nov 2026 10:00:00 GMT"])
         #expect(texts(a, .restarted) == ["restarted from zero: server ignores ranges"])
         #expect(texts(a, .failed) == ["HTTP 404 Not Found"])
