@@ -712,24 +712,6 @@ import TestSupport
         }
     }
 
-    /// Small files are held by the limit over https too: bytes received before their file is open
-    /// count against it (`SessionLimitsTests.bytesReadWithTheHeadCountAgainstTheLimit` for plain
-    /// http, where a tester's were not; here 64 KiB took 1.0 s of the 4 s in one run of two).
-    @Test("10: small files over https are held by the limit too")
-    func smallFilesOverHTTPSAreHeldByTheLimit() async throws {
-        try await Self.overHTTPOrHTTPS(true) { server, h in
-            try await h.session.setLimit(16 * 1024)
-            for index in 0..<4 { server.serve("/t\(index).bin", size: 16 * 1024) }
-            let started = ContinuousClock.now
-            var ids: [DownloadID] = []
-            for index in 0..<4 { ids.append(try await h.session.schedule(server.url("/t\(index).bin"), to: .file(h.path("t\(index).bin")))) }
-            for id in ids { try await h.waitCompleted(id, timeout: 30) }
-            let took = started.duration(to: .now)
-            #expect(took > .seconds(3), "64 KiB under 16 KiB/s took \(took)")
-            for index in 0..<4 { #expect(sha256(ofFile: h.path("t\(index).bin")) == server.sha256("/t\(index).bin")) }
-        }
-    }
-
     // MARK: 25. Protocol errors
 
     @Test("25: a response that breaks HTTP is tried three times, then fails in one sentence", arguments: [
