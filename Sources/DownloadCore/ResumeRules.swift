@@ -440,8 +440,8 @@ public enum ResumeRules {
     }
 
     /// Why a 206 that starts where asked cannot be appended: its body is in several parts, or not
-    /// the length its Content-Range says (it starts elsewhere), or its validators name another version than the
-    /// bytes on disk. Found by use (a tester): a first answer with a weak ETag (Apache, within a
+    /// the length its Content-Range says (it starts elsewhere), or its validators name another
+    /// version than the bytes on disk. Found by use (a tester): a first answer with a weak ETag (Apache, within a
     /// second of a change) made the resume carry the date, which the same second's new version
     /// matched; its 206 brought another ETag, and was appended: a file of both, exit 0. And a 206
     /// whose body was 500 bytes longer than its range was written at the offset asked for.

@@ -363,6 +363,7 @@ public actor DownloadSession {
         ledger.forgot(id)
         historyInMemory[id] = nil
         recentInMemory.removeAll { $0.download == id }
+        digestChecked[id] = nil
     }
 
     /// Pauses, resumes, cancels or removes every one of `ids`, all or nothing: each is tried on a

@@ -628,11 +628,11 @@ struct Transfer: Sendable {
 
     /// Asks for the 4 KiB before the end of the longest part written (`ResumeRules.checkLength`,
     /// with `If-Range`; 64 KiB without one, `ResumeRules.overlapLength`) and compares them with the
-    /// disk before any part is appended to, as a resume
-    /// of one connection does: a validator can hide a change (a tester's nginx served two files of
-    /// one size and date behind a redirect that changed between two resumes, under one ETag: the
-    /// parts of both were completed as one file, "verified with If-Range", exit 0). `idle`: the same
-    /// bytes (or none kept to compare); `restart`: another version.
+    /// disk before any part is appended to, as a resume of one connection does: a validator can
+    /// hide a change (a tester's nginx served two files of one size and date behind a redirect that
+    /// changed between two resumes, under one ETag: the parts of both were completed as one file,
+    /// "verified with If-Range", exit 0). `idle`: the same bytes (or none kept to compare);
+    /// `restart`: another version.
     private func checkKeptBytes(board: SharedBoard, path: String, basis: SessionStateMachine.ResumeBasis, total: Int64) async throws -> ConnectionEnd {
         let longest = board.withBoard { board in board.parts.max { $0.next - $0.start < $1.next - $1.start } }
         guard let longest, longest.next > longest.start else { return .idle }

@@ -39,7 +39,7 @@ enum LiveQueue {
     /// Whether the queue's lock was taken in the last three seconds (its file is written then).
     private static func lockTakenRecently(_ path: String) -> Bool {
         var info = stat()
-        guard stat(path + "/lock", &info) == 0 else { return false }
+        guard let lock = (try? StateDirectory(existingAt: path))?.lockPath, stat(lock, &info) == 0 else { return false }
         return Date().timeIntervalSince1970 - Double(info.st_mtim.tv_sec) < 3
     }
 

@@ -679,30 +679,10 @@ import TestSupport
     /// the server had; the https URL named the proxy).
     @Test("24: a proxy that takes no connection is named when the connect times out", arguments: ["http", "https"])
     func aProxyThatTakesNoConnectionIsNamed(scheme: String) async throws {
-        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        try #require(listener >= 0)
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, length) == 0 && getsockname(listener, $0, &length) == 0 }
-        }
-        try #require(bound && listen(listener, 0) == 0)
-        // Never accepted: once its queue is full, the kernel drops the SYNs of every other connect.
-        var fillers: [Int32] = []
-        for _ in 0..<3 {
-            let filler = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
-            _ = withUnsafePointer(to: &address) { pointer in
-                pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(filler, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-            }
-            fillers.append(filler)
-        }
-        defer {
-            close(listener)
-            for filler in fillers { close(filler) }
-        }
-        let port = Int(UInt16(bigEndian: address.sin_port))
+        // Its queue full, never accepted: the kernel drops the SYNs of every other connect.
+        let proxy = try SilentPort()
+        defer { proxy.close() }
+        let port = proxy.port
         let server = ProxySettings.Server(host: "127.0.0.1", port: port)
         try await Harness.with({ $0.proxies = ProxySettings(http: server, https: server); $0.connectTimeout = .seconds(1) }) { h in
             let id = try await h.session.schedule(try #require(URL(string: "\(scheme)://files.haul-test.invalid/x.bin")), to: .file(h.path("x.bin")))
