@@ -186,9 +186,9 @@ import TestSupport
         let cancelled = ContinuousClock.now
         stream.cancel()
         await #expect(throws: HTTPClientError.cancelled) { try await writing.value }
-        // The rest of the body takes half a minute; the task here may run a second late on a loaded
-        // suite (CI measured 1.22 s against a bound of 1 s).
-        #expect(ContinuousClock.now - cancelled < .seconds(2), "no wait for the rest of the body")
+        // The rest of the body takes half a minute; the task here may run seconds late on a loaded
+        // suite (CI measured 1.22 s against a bound of 1 s, then 2.27 s against 2).
+        #expect(ContinuousClock.now - cancelled < .seconds(5), "no wait for the rest of the body")
         let kept = progress.bytesOnDisk.load(ordering: .relaxed)
         #expect(kept > 0 && kept < Int64(size))
         let written = try #require(FileManager.default.contents(atPath: file))
