@@ -1167,16 +1167,6 @@ public actor DownloadSession {
         // What the transfer wrote and synced, as it ended (or as a previous process committed it).
         let written = download.completedPaths.isEmpty && download.completedStamps.count == 1 ? download.completedStamps[0] : nil
         let sync = configuration.syncOnCompletion
-        // Per directory of a destination: the names other downloads of the queue hold.
-        let claimed = Dictionary(
-            destinations.compactMap { destination in
-                if case .directory(let directory) = destination { (directory, machine.claimedNames(in: directory, name: name, first: first, ownPart: source)) } else { nil }
-            },
-            uniquingKeysWith: { first, _ in first }
-        )
-        let claims = { @Sendable (destination: Destination) -> Set<String> in
-            if case .directory(let directory) = destination { claimed[directory] ?? [] } else { [] }
-        }
         // A copy onto another file system keeps the floor there, as a download there does (a
         // tester's copy for another requester went under --min-free, and --purge-when-low then
         // purged a paused download's bytes to make up for it). Not for a file fetched again in
@@ -1198,7 +1188,55 @@ public actor DownloadSession {
                 return machine.placementLacksRoom(id, at: short.path, shortage: .cannotFit(needs: size), reading: short.reading)
             }
         }
-        let placed = await FileSync.run { () -> Result<(paths: [String], stamps: [FileStamp]), FilePlacement.Failure> in
+        // The few names a placement most likely takes are looked at first, all of them when it
+        // gets past those (`FilePlacement.Failure.needsMoreClaims`, nothing changed).
+        var looked = SessionStateMachine.claimWindow
+        var placed: Result<(paths: [String], stamps: [FileStamp]), FilePlacement.Failure>
+        while true {
+            placed = await place(
+                source, to: destinations, name: name, first: first, claimed: claimedNames(destinations, name: name, first: first, ownPart: source, count: looked), looked: looked,
+                written: written, replacing: replacing, replacingStamps: replacingStamps, owner: owner, sync: sync
+            )
+            guard case .failure(let error) = placed, error.needsMoreClaims, looked < SessionStateMachine.claimedNamesLooked else { break }
+            looked = SessionStateMachine.claimedNamesLooked
+        }
+        switch placed {
+        case .success(let placed):
+            digestChecked[id] = nil
+            return machine.finalized(id, paths: placed.paths, stamps: placed.stamps)
+        case .failure(let error):
+            if let noRoom = error.noRoom {
+                let floor = configuration.minFree
+                let reading = await FileSync.run { DiskWatch.reading(near: noRoom.path, floor: floor) }
+                configuration.logger.notice("waiting for disk space", metadata: ["id": "\(id)", "reason": "\(error.description)"])
+                return machine.placementLacksRoom(id, at: noRoom.path, shortage: .writeFailed(noRoom.words), reading: reading)
+            }
+            if error.unwritable { return machine.placementPaused(id, reason: error.description + " (paused until it is writable)") }
+            return machine.finalizeFailed(id, reason: error.description, discardingVersion: error.partFileChanged)
+        }
+    }
+
+    /// Per directory of `destinations`: the names other downloads of the queue hold, of the first
+    /// `count` a placement tries.
+    private func claimedNames(_ destinations: [Destination], name: String, first: Int, ownPart: String, count: Int) -> [String: Set<String>] {
+        Dictionary(
+            destinations.compactMap { destination in
+                if case .directory(let directory) = destination { (directory, machine.claimedNames(in: directory, name: name, first: first, ownPart: ownPart, count: count)) } else { nil }
+            },
+            uniquingKeysWith: { first, _ in first }
+        )
+    }
+
+    /// Places the synced part file `source` at `destinations` (the first moved, the others linked
+    /// or copied), off the actor; see `finalize`.
+    private nonisolated func place(
+        _ source: String, to destinations: [Destination], name: String, first: Int, claimed: [String: Set<String>], looked: Int,
+        written: FileStamp?, replacing: [String], replacingStamps: [FileStamp], owner: String?, sync: Bool
+    ) async -> Result<(paths: [String], stamps: [FileStamp]), FilePlacement.Failure> {
+        let claims = { @Sendable (destination: Destination) -> Set<String> in
+            if case .directory(let directory) = destination { claimed[directory] ?? [] } else { [] }
+        }
+        return await FileSync.run { () -> Result<(paths: [String], stamps: [FileStamp]), FilePlacement.Failure> in
             let place = { () -> Result<(paths: [String], stamps: [FileStamp]), FilePlacement.Failure> in
                 // The name must still lead to the file the transfer wrote: another program that
                 // wrote or replaced the part file since would have its bytes placed as this download's.
@@ -1231,9 +1269,9 @@ public actor DownloadSession {
                             extras.append(earlier)
                             continue
                         }
-                        extras.append(try FilePlacement.place(source, at: extra, name: name, claimed: claims(extra), move: false))
+                        extras.append(try FilePlacement.place(source, at: extra, name: name, claimed: claims(extra), looked: looked, move: false))
                     }
-                    let primary = try FilePlacement.place(source, at: primaryTarget, name: name, first: first, claimed: claims(primaryTarget), move: true)
+                    let primary = try FilePlacement.place(source, at: primaryTarget, name: name, first: first, claimed: claims(primaryTarget), looked: looked, move: true)
                     let paths = [primary] + extras
                     // Taken after the move: what a later request compares the files with.
                     return .success((paths, paths.compactMap(FileSync.stamp)))
@@ -1265,20 +1303,6 @@ public actor DownloadSession {
             // ioctl), and the next run fetched it again beside it.
             if sync, case .success(let placed) = result { FileSync.syncDirectories(of: placed.paths + [source]) }
             return result
-        }
-        switch placed {
-        case .success(let placed):
-            digestChecked[id] = nil
-            return machine.finalized(id, paths: placed.paths, stamps: placed.stamps)
-        case .failure(let error):
-            if let noRoom = error.noRoom {
-                let floor = configuration.minFree
-                let reading = await FileSync.run { DiskWatch.reading(near: noRoom.path, floor: floor) }
-                configuration.logger.notice("waiting for disk space", metadata: ["id": "\(id)", "reason": "\(error.description)"])
-                return machine.placementLacksRoom(id, at: noRoom.path, shortage: .writeFailed(noRoom.words), reading: reading)
-            }
-            if error.unwritable { return machine.placementPaused(id, reason: error.description + " (paused until it is writable)") }
-            return machine.finalizeFailed(id, reason: error.description, discardingVersion: error.partFileChanged)
         }
     }
 

@@ -23,6 +23,16 @@ enum FilePlacement {
             unwritable = code == EROFS || code == EACCES
         }
 
+        /// The placement got past the names `claimed` was built for (`looked`): it is tried again
+        /// with every name another download may hold (`SessionStateMachine.claimedNamesLooked`).
+        var needsMoreClaims = false
+
+        static func moreClaimsNeeded(_ path: String) -> Failure {
+            var failure = Failure(description: "cannot find a free name for \(TerminalText.sanitize(path)): the names other downloads hold were not looked at", partFileChanged: false)
+            failure.needsMoreClaims = true
+            return failure
+        }
+
         /// A read-only or forbidden destination: the download pauses until a person fixes it (as a
         /// part file that cannot be written does), its file whole.
         var unwritable = false
@@ -53,9 +63,13 @@ enum FilePlacement {
     /// with `link(2)` so that no other process can take it between the check and the write. With
     /// `move` the source goes away; otherwise the requester gets a hard link, or a copy where links
     /// are impossible.
-    /// Names in `claimed` (another download's part file or exact destination) are passed over.
+    /// Names in `claimed` (another download's part file or exact destination) are passed over;
+    /// `claimed` holds those of the attempts `first` and `0..<looked` (`claimedNames`), and a
+    /// placement that gets past them while `looked` is under `claimedNamesLooked` throws
+    /// `needsMoreClaims`, having changed nothing.
     static func place(
-        _ source: String, at destination: Destination, name: String, first: Int = 0, claimed: Set<String> = [], move: Bool
+        _ source: String, at destination: Destination, name: String, first: Int = 0, claimed: Set<String> = [],
+        looked: Int = SessionStateMachine.claimedNamesLooked, move: Bool
     ) throws(Failure) -> String {
         switch destination {
         case .file(let path):
@@ -82,6 +96,7 @@ enum FilePlacement {
             var renames = move
             for attempt in attempts(first: first) {
                 let candidate = join(directory, FileNaming.candidate(name, attempt: attempt))
+                if attempt != first, attempt >= looked, looked < SessionStateMachine.claimedNamesLooked { throw .moreClaimsNeeded(candidate) }
                 if claimed.contains(candidate) { continue }
                 if renames {
                     if DirectoryLock.change(candidate, { haul_rename_noreplace(source, candidate) }) == 0 { return candidate }

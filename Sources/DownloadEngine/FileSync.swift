@@ -52,17 +52,18 @@ enum FileSync {
     /// Flushes the directories holding `paths`, each once: the names given or taken in them are
     /// then durable. A directory that cannot be opened or synced is passed over (the file is in
     /// place either way; only a power cut could then take its name back).
+    ///
+    /// Placements that ask at once share a sync (`DirectorySyncs`).
     static func syncDirectories(of paths: [String]) {
         var seen: Set<String> = []
         for path in paths {
             let directory = DiskWatch.directory(of: path)
             guard seen.insert(directory).inserted else { continue }
-            let descriptor = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-            guard descriptor >= 0 else { continue }
-            _ = fsync(descriptor)
-            close(descriptor)
+            directorySyncs.sync(directory)
         }
     }
+
+    private static let directorySyncs = DirectorySyncs()
 
     static func syncNow(_ path: String) -> Bool {
         syncError(path) == 0
@@ -190,5 +191,66 @@ public enum MountID {
         var mount: UInt64 = 0
         guard haul_mount_id(path, &device, &mount) == 0 else { return nil }
         return (device, mount)
+    }
+}
+
+/// Syncs of directories, shared by those who ask for one at once (a group commit): a caller is
+/// answered by the first sync of its directory that starts after it asked, which makes every name
+/// given in the directory before then durable. A thousand small files, each moved to its name and
+/// its directory synced, made a thousand syncs of one directory, each its own journal commit.
+final class DirectorySyncs: Sendable {
+    private struct Directory {
+        var running = false
+        /// When the last sync that ended had started (on `clock`).
+        var finished: UInt64 = 0
+        /// Callers waiting for a sync.
+        var waiting = 0
+    }
+
+    private let condition = NSCondition()
+    private let perform: @Sendable (String) -> Void
+
+    /// `perform` syncs a directory (tests give one that counts and holds).
+    init(perform: @escaping @Sendable (String) -> Void = DirectorySyncs.fsyncDirectory) {
+        self.perform = perform
+    }
+
+    static func fsyncDirectory(_ directory: String) {
+        let descriptor = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard descriptor >= 0 else { return }
+        _ = fsync(descriptor)
+        close(descriptor)
+    }
+
+    /// Counts calls and syncs started, in one order.
+    private nonisolated(unsafe) var clock: UInt64 = 0
+    private nonisolated(unsafe) var directories: [String: Directory] = [:]
+
+    /// Returns once a sync of `directory` that started after the call has ended (failed or not: a
+    /// directory that cannot be opened or synced is passed over, as the caller wants).
+    func sync(_ directory: String) {
+        condition.lock()
+        defer { condition.unlock() }
+        clock += 1
+        let asked = clock
+        directories[directory, default: Directory()].waiting += 1
+        while directories[directory, default: Directory()].finished < asked {
+            guard !directories[directory, default: Directory()].running else {
+                condition.wait()
+                continue
+            }
+            clock += 1
+            let started = clock
+            directories[directory, default: Directory()].running = true
+            condition.unlock()
+            perform(directory)
+            condition.lock()
+            directories[directory, default: Directory()].finished = started
+            directories[directory, default: Directory()].running = false
+            condition.broadcast()
+        }
+        directories[directory, default: Directory()].waiting -= 1
+        // Forgotten once none waits: a queue writing into many directories keeps no entry each.
+        if let entry = directories[directory], entry.waiting == 0, !entry.running { directories[directory] = nil }
     }
 }

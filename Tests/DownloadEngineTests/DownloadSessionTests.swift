@@ -673,6 +673,30 @@ import TestSupport
         }
     }
 
+    /// A placement looks at the names other downloads hold a few at a time: past the first few
+    /// (a person's files), a name another download holds is passed over all the same.
+    @Test func aPlacementPastItsFirstNamesPassesOverNamesOtherDownloadsHold() async throws {
+        try await Harness.with { h in
+            var held = Faults()
+            held.holdAt = [1_000]
+            h.server.serve("/a/report.pdf", size: 2_000)
+            h.server.serve("/b/report.pdf", size: 50_000, faults: held)
+            let taken = ["report.pdf"] + (1...SessionStateMachine.claimWindow).map { "report.pdf.\($0)" }
+            for name in taken { try Data("a person's".utf8).write(to: URL(fileURLWithPath: h.path(name))) }
+            let claimedName = "report.pdf.\(SessionStateMachine.claimWindow + 1)"
+            let exact = try await h.session.schedule(h.server.url("/b/report.pdf"), to: .file(h.path(claimedName)))
+            let intoDirectory = try await h.session.schedule(h.server.url("/a/report.pdf"), to: .directory(h.directory))
+            let quick = try await h.waitCompleted(intoDirectory)
+            #expect(quick.completedPath == h.path("report.pdf.\(SessionStateMachine.claimWindow + 2)"), "not the -o download's file, nor a person's")
+            h.server.release("/b/report.pdf")
+            let slow = try await h.waitCompleted(exact)
+            #expect(slow.completedPath == h.path(claimedName))
+            #expect(sha256(ofFile: h.path(claimedName)) == h.server.sha256("/b/report.pdf"))
+            #expect(sha256(ofFile: try #require(quick.completedPath)) == h.server.sha256("/a/report.pdf"))
+            for name in taken { #expect(FileManager.default.contents(atPath: h.path(name)) == Data("a person's".utf8), "\(name)") }
+        }
+    }
+
     /// A file the server names (`Content-Disposition`) passes over the name a running download of
     /// that name was shown writing (`same.bin.part`, for `same.bin`): a tester's took `same.bin`, and
     /// the download shown writing it became `same.bin.1`.

@@ -1,6 +1,7 @@
 import DownloadCore
 @testable import DownloadEngine
 import Foundation
+import Synchronization
 import Testing
 import TestSupport
 #if canImport(Glibc)
@@ -41,6 +42,76 @@ import Darwin
         #expect(read(directory.path("f.bin")) == "a person's")
         #expect(read(directory.path("f.bin.1")) == "another")
         #expect(!FileManager.default.fileExists(atPath: part))
+    }
+
+    /// A placement whose claimed names were looked at for the first few attempts only stops,
+    /// changing nothing, where it would pass them (the session then looks at all of them).
+    @Test func aPlacementPastTheNamesLookedAtChangesNothingAndSaysSo() throws {
+        let directory = try TemporaryDirectory("placement")
+        for name in ["f.bin", "f.bin.1"] { try write("a person's", to: directory.path(name)) }
+        let part = directory.path("f.bin.part")
+        try write("the body", to: part)
+        do {
+            let placed = try FilePlacement.place(part, at: .directory(directory.path), name: "f.bin", looked: 2, move: true)
+            Issue.record("placed at \(placed) past the names looked at")
+        } catch {
+            #expect(error.needsMoreClaims)
+        }
+        #expect(read(part) == "the body", "the part file stays where it was")
+        #expect(!FileManager.default.fileExists(atPath: directory.path("f.bin.2")))
+        // Looked at far enough, it takes the next free name.
+        #expect(try FilePlacement.place(part, at: .directory(directory.path), name: "f.bin", looked: 3, move: true) == directory.path("f.bin.2"))
+    }
+
+    /// Directory syncs asked for while one runs share the next one: one sync for the first caller,
+    /// one for all who came meanwhile, and none returns before a sync that started after it asked.
+    @Test func directorySyncsAskedForMeanwhileShareTheNextOne() async throws {
+        let started = DispatchSemaphore(value: 0)
+        let release = DispatchSemaphore(value: 0)
+        let log = Mutex<[String]>([])
+        let syncs = DirectorySyncs { directory in
+            let count = log.withLock { log in
+                log.append("start \(directory)")
+                return log.filter { $0.hasPrefix("start") }.count
+            }
+            if count == 1 {
+                started.signal()
+                release.wait()
+            }
+            log.withLock { $0.append("end \(directory)") }
+        }
+        let done = DispatchGroup()
+        done.enter()
+        let firstThread = Thread {
+            syncs.sync("/d")
+            log.withLock { $0.append("returned first") }
+            done.leave()
+        }
+        firstThread.start()
+        started.wait()
+        for index in 0..<8 {
+            done.enter()
+            Thread {
+                syncs.sync("/d")
+                log.withLock { $0.append("returned \(index)") }
+                done.leave()
+            }.start()
+        }
+        // The eight wait for the first sync to end, then share one.
+        try await Task.sleep(for: .milliseconds(200))
+        #expect(log.withLock { $0 } == ["start /d"], "none returned while the first sync ran")
+        release.signal()
+        #expect(done.wait(timeout: .now() + 10) == .success)
+        let events = log.withLock { $0 }
+        #expect(events.filter { $0.hasPrefix("start") }.count == 2, "\(events)")
+        let secondEnd = try #require(events.lastIndex(of: "end /d"))
+        for index in 0..<8 {
+            let returned = try #require(events.firstIndex(of: "returned \(index)"))
+            #expect(returned > secondEnd, "caller \(index) returned before a sync that started after it asked ended")
+        }
+        // Another caller later gets a sync of its own.
+        syncs.sync("/d")
+        #expect(log.withLock { $0 }.filter { $0.hasPrefix("start") }.count == 3)
     }
 
     @Test func aMovedFileKeepsItsPartFilesStampAndIsAmongTheCandidatesPastAGap() throws {
