@@ -82,8 +82,25 @@ public enum FileNaming {
     }
 
     /// `name`, then `name.1`, `name.2` … : the candidates tried so that nothing is overwritten.
+    /// How many names a placement tries (`name`, `name.1` … `name.9999`) before it gives up.
+    public static let placementAttempts = 10_000
+
     public static func candidate(_ name: String, attempt: Int) -> String {
         attempt == 0 ? name : "\(name).\(attempt)"
+    }
+
+    /// The candidate of `name` that `fileName` is: 0 for `NAME`, 2 for `NAME.2`; nil for another
+    /// name, or one past the names a placement tries.
+    public static func attempt(ofName fileName: String, for name: String) -> Int? {
+        if fileName == name { return 0 }
+        let prefix = Array(name.utf8) + [UInt8(ascii: ".")]
+        let bytes = Array(fileName.utf8)
+        guard bytes.starts(with: prefix) else { return nil }
+        let digits = bytes.dropFirst(prefix.count)
+        guard (1...4).contains(digits.count), digits.first != UInt8(ascii: "0"),
+              digits.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }),
+              let attempt = Int(String(decoding: digits, as: UTF8.self)), attempt < placementAttempts else { return nil }
+        return attempt
     }
 
     /// The candidate of `name` whose part file `partName` is: 0 for `NAME.part`, 2 for

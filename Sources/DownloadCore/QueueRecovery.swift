@@ -82,10 +82,7 @@ public enum QueueRecovery {
                 download.completedPaths = [path]
                 return Plan(download: download, truncateTo: nil, needsFinalize: false, note: nil)
             }
-            download.state = .queued
-            // The finished part file's stamp goes with it: nothing of that file is left to know.
-            download.completedStamps = []
-            return startOver(download, reason: "completed file was not placed before the previous process ended")
+            return unplaced(download, reason: "completed file was not placed before the previous process ended")
         case .queued, .downloading, .waiting, .waitingForSpace, .paused, .failed:
             break
         }
@@ -118,6 +115,41 @@ public enum QueueRecovery {
         }
         download.bytesOnDisk = partLength
         return Plan(download: download, truncateTo: nil, needsFinalize: false, note: nil)
+    }
+
+    /// A completed download whose placed file is not known: fetched again from zero.
+    private static func unplaced(_ download: Download, reason: String) -> Plan {
+        var download = download
+        download.state = .queued
+        // The finished part file's stamp goes with it: nothing of that file is left to know.
+        download.completedStamps = []
+        return startOver(download, reason: reason)
+    }
+
+    /// The plan of a download whose placed file another download's plan found too (`contested`):
+    /// the two files cannot be told apart, and neither is taken.
+    public static func contestedPlan(_ download: Download) -> Plan {
+        unplaced(download, reason: "the file it placed before the previous process ended cannot be told from another download's (the same size and modification time)")
+    }
+
+    /// The candidates of a placement recovery (see `plan`) without the files other downloads are
+    /// known to have been placed as (`held`): a file with the part file's stamp there is theirs
+    /// (a tester's recovery took another row's file of the same size and time, and its bytes were
+    /// then replaced).
+    public static func unheld(_ candidates: [StampedFile], held: Set<String>) -> [StampedFile] {
+        candidates.filter { !held.contains($0.path) }
+    }
+
+    /// The downloads among `plans` whose found file (`placed`, `placedExtras`) another plan found
+    /// too: files of one size written in one tick of the clock share their stamps, and which is
+    /// whose cannot be known.
+    public static func contested(_ plans: [Plan]) -> Set<DownloadID> {
+        var finders: [String: [DownloadID]] = [:]
+        for plan in plans {
+            guard let placed = plan.placed else { continue }
+            for path in Set(([placed] + plan.placedExtras).map(\.path)) { finders[path, default: []].append(plan.download.id) }
+        }
+        return Set(finders.values.filter { $0.count > 1 }.flatMap { $0 })
     }
 
     /// The finished part file's stamp, when recovery should look for the files `download`'s

@@ -1671,10 +1671,12 @@ public struct SessionStateMachine: Sendable {
     /// report.pdf`; a file the server named `same.bin` took the name a running download of
     /// `…/same.bin` had been shown writing, `same.bin.part`, and that one became `same.bin.1`).
     ///
-    /// A placement first looks at the few names it will most likely take (`claimWindow`): the 65
+    /// A placement first looks at the few names it will most likely take (`claimWindow`): 65
     /// names cost a thousand small files 4 % of haul's CPU samples, one placement in all of them.
-    /// `FilePlacement.place` asks for all of them (`claimedNamesLooked`) when it gets past the few.
-    public func claimedNames(in directory: String, name: String, first: Int, ownPart: String? = nil, count: Int = claimedNamesLooked) -> Set<String> {
+    /// `FilePlacement.place` asks for more when it gets past them, up to every name it may try
+    /// (`FileNaming.placementAttempts`: a tester's placement past 64 names took one a queued `-o`
+    /// held, and two rows named one file).
+    public func claimedNames(in directory: String, name: String, first: Int, ownPart: String? = nil, count: Int) -> Set<String> {
         var claimed: Set<String> = []
         for attempt in [first] + Array(0..<count) {
             let candidate = FileNaming.candidate(name, attempt: attempt)
@@ -1686,12 +1688,13 @@ public struct SessionStateMachine: Sendable {
         return claimed
     }
 
-    /// How many names of a placement (`name`, `name.1` … besides `first`) `claimedNames` looks at
-    /// in all; later ones are taken unchecked (a directory with 64 files of one name).
-    public static let claimedNamesLooked = 64
-
-    /// How many a placement looks at first.
+    /// How many names (`name`, `name.1` … besides `first`) a placement looks at first.
     public static let claimWindow = 4
+
+    /// How many it looks at after `looked` were not enough.
+    public static func widerClaimWindow(after looked: Int) -> Int {
+        min(FileNaming.placementAttempts, looked * 16)
+    }
 
     /// The part file beside the file at `path`: `path.part`, or a shorter name when that one would
     /// not fit NAME_MAX (see `FileNaming.partName`).

@@ -591,7 +591,9 @@ public actor DownloadSession {
         let boot = boot
         let queue = configuration.queueID
         let plans = await FileSync.run { () -> [(QueueRecovery.Plan, synced: Bool)] in
-            stored.downloads.map { download in
+            // The files completed rows name: never another download's placed file.
+            let held = Set(stored.downloads.flatMap { $0.state == .completed ? $0.completedPaths : [] })
+            let found = stored.downloads.map { download in
                 var partLength = FileSync.length(download.partPath)
                 // A part file that is not this download's is not taken on, cut or placed: another
                 // download marked it (a finished file's name taken since its own was placed before
@@ -609,7 +611,7 @@ public actor DownloadSession {
                 // Placed, and the process died before the commit that named the files.
                 var candidates: [[StampedFile]] = []
                 if partLength == nil, QueueRecovery.placementStamp(download) != nil {
-                    candidates = (0...download.extraDestinations.count).map { Self.placementCandidates(download, requester: $0) }
+                    candidates = (0...download.extraDestinations.count).map { QueueRecovery.unheld(Self.placementCandidates(download, requester: $0), held: held) }
                 }
                 let checkpointBoot = stored.checkpointBoots[download.id]
                 // Unsynced bytes are the page cache's: trusted in this boot on the mount that held
@@ -626,6 +628,11 @@ public actor DownloadSession {
                 // What the checkpoint will claim from now on must be on stable storage.
                 let synced = partLength != nil && FileSync.syncNow(download.partPath)
                 return (plan, synced)
+            }
+            // A file two downloads found is neither's: both start over.
+            let contested = QueueRecovery.contested(found.map(\.0))
+            return found.map { plan, synced in
+                contested.contains(plan.download.id) ? (QueueRecovery.contestedPlan(plan.download), synced) : (plan, synced)
             }
         }
         // A shutdown (a signal) may have come while the part files were looked at.
@@ -1161,6 +1168,10 @@ public actor DownloadSession {
         let first = download.firstAttempt
         let replacing = download.replacing
         let replacingStamps = download.replacingStamps.count == replacing.count ? download.replacingStamps : []
+        // A file another completed row names is never replaced in a directory, whatever its stamp
+        // (two files can have one: a size and a modification time from the same tick of a coarse
+        // clock; a tester's fetch again replaced another row's file so).
+        let othersFiles = replacing.map { machine.isAnotherDownloadsFile($0, besides: id) }
         let destinations = [download.destination] + download.extraDestinations
         let source = download.partPath
         let owner = PartFileOwner.mark(queue: configuration.queueID, download: id)
@@ -1188,17 +1199,17 @@ public actor DownloadSession {
                 return machine.placementLacksRoom(id, at: short.path, shortage: .cannotFit(needs: size), reading: short.reading)
             }
         }
-        // The few names a placement most likely takes are looked at first, all of them when it
-        // gets past those (`FilePlacement.Failure.needsMoreClaims`, nothing changed).
+        // The few names a placement most likely takes are looked at first, more when it gets past
+        // those (`FilePlacement.Failure.needsMoreClaims`, nothing changed).
         var looked = SessionStateMachine.claimWindow
         var placed: Result<(paths: [String], stamps: [FileStamp]), FilePlacement.Failure>
         while true {
             placed = await place(
                 source, to: destinations, name: name, first: first, claimed: claimedNames(destinations, name: name, first: first, ownPart: source, count: looked), looked: looked,
-                written: written, replacing: replacing, replacingStamps: replacingStamps, owner: owner, sync: sync
+                written: written, replacing: replacing, replacingStamps: replacingStamps, othersFiles: othersFiles, owner: owner, sync: sync
             )
-            guard case .failure(let error) = placed, error.needsMoreClaims, looked < SessionStateMachine.claimedNamesLooked else { break }
-            looked = SessionStateMachine.claimedNamesLooked
+            guard case .failure(let error) = placed, error.needsMoreClaims, looked < FileNaming.placementAttempts else { break }
+            looked = SessionStateMachine.widerClaimWindow(after: looked)
         }
         switch placed {
         case .success(let placed):
@@ -1231,7 +1242,7 @@ public actor DownloadSession {
     /// or copied), off the actor; see `finalize`.
     private nonisolated func place(
         _ source: String, to destinations: [Destination], name: String, first: Int, claimed: [String: Set<String>], looked: Int,
-        written: FileStamp?, replacing: [String], replacingStamps: [FileStamp], owner: String?, sync: Bool
+        written: FileStamp?, replacing: [String], replacingStamps: [FileStamp], othersFiles: [Bool], owner: String?, sync: Bool
     ) async -> Result<(paths: [String], stamps: [FileStamp]), FilePlacement.Failure> {
         let claims = { @Sendable (destination: Destination) -> Set<String> in
             if case .directory(let directory) = destination { claimed[directory] ?? [] } else { [] }
@@ -1250,7 +1261,7 @@ public actor DownloadSession {
                 let targets = destinations.enumerated().map { index, destination -> Destination in
                     guard replacing.indices.contains(index) else { return destination }
                     if case .directory = destination {
-                        guard replacingStamps.indices.contains(index), FileSync.stamp(replacing[index]) == replacingStamps[index] else { return destination }
+                        guard replacingStamps.indices.contains(index), !othersFiles[index], FileSync.stamp(replacing[index]) == replacingStamps[index] else { return destination }
                     }
                     return .file(replacing[index])
                 }
@@ -1301,7 +1312,9 @@ public actor DownloadSession {
             // The names are durable before a commit says where the files are: a power cut after
             // `completed` left the file under its part file's name (a tester, with ext4's shutdown
             // ioctl), and the next run fetched it again beside it.
-            if sync, case .success(let placed) = result { FileSync.syncDirectories(of: placed.paths + [source]) }
+            if sync, case .success(let placed) = result, let failed = FileSync.syncDirectories(of: placed.paths + [source]) {
+                return .failure(.directoryNotSynced(failed.directory, failed.code, placed: placed.paths))
+            }
             return result
         }
     }

@@ -24,13 +24,23 @@ enum FilePlacement {
         }
 
         /// The placement got past the names `claimed` was built for (`looked`): it is tried again
-        /// with every name another download may hold (`SessionStateMachine.claimedNamesLooked`).
+        /// with more (`SessionStateMachine.widerClaimWindow`).
         var needsMoreClaims = false
 
         static func moreClaimsNeeded(_ path: String) -> Failure {
             var failure = Failure(description: "cannot find a free name for \(TerminalText.sanitize(path)): the names other downloads hold were not looked at", partFileChanged: false)
             failure.needsMoreClaims = true
             return failure
+        }
+
+        /// The files were placed at `placed`, and the sync of `directory` that would make their
+        /// names durable failed (`code`): the download fails, saying where its files are.
+        static func directoryNotSynced(_ directory: String, _ code: Int32, placed: [String]) -> Failure {
+            let paths = placed.map(TerminalText.sanitize).joined(separator: ", ")
+            return Failure(
+                description: "placed at \(paths), but \(TerminalText.sanitize(directory)) could not be synced (\(String(cString: strerror(code)))): the name may not survive a power cut; a retry fetches the file again",
+                partFileChanged: false
+            )
         }
 
         /// A read-only or forbidden destination: the download pauses until a person fixes it (as a
@@ -65,11 +75,10 @@ enum FilePlacement {
     /// are impossible.
     /// Names in `claimed` (another download's part file or exact destination) are passed over;
     /// `claimed` holds those of the attempts `first` and `0..<looked` (`claimedNames`), and a
-    /// placement that gets past them while `looked` is under `claimedNamesLooked` throws
-    /// `needsMoreClaims`, having changed nothing.
+    /// placement that gets past them throws `needsMoreClaims`, having changed nothing.
     static func place(
         _ source: String, at destination: Destination, name: String, first: Int = 0, claimed: Set<String> = [],
-        looked: Int = SessionStateMachine.claimedNamesLooked, move: Bool
+        looked: Int = FileNaming.placementAttempts, move: Bool
     ) throws(Failure) -> String {
         switch destination {
         case .file(let path):
@@ -96,7 +105,7 @@ enum FilePlacement {
             var renames = move
             for attempt in attempts(first: first) {
                 let candidate = join(directory, FileNaming.candidate(name, attempt: attempt))
-                if attempt != first, attempt >= looked, looked < SessionStateMachine.claimedNamesLooked { throw .moreClaimsNeeded(candidate) }
+                if attempt != first, attempt >= looked { throw .moreClaimsNeeded(candidate) }
                 if claimed.contains(candidate) { continue }
                 if renames {
                     if DirectoryLock.change(candidate, { haul_rename_noreplace(source, candidate) }) == 0 { return candidate }
@@ -151,7 +160,7 @@ enum FilePlacement {
                 return first
             }
             if next == first { next += 1 }
-            guard next < 10_000 else { return nil }
+            guard next < FileNaming.placementAttempts else { return nil }
             defer { next += 1 }
             return next
         }
@@ -251,23 +260,26 @@ enum FilePlacement {
     }
 
     /// The files in `directory` under the names a placement of `name` tries in turn (the candidate
-    /// `first`, then `name`, `name.1`, …), with their stamps, up to eight free names in a row after
-    /// `first`: where a file moved there is (see `QueueRecovery.plan`), even when a person removed a
-    /// file it was placed beside.
+    /// `first`, then `name`, `name.1`, …), with their stamps, in that order: where a file moved
+    /// there is (see `QueueRecovery.plan`), even when a person removed a file it was placed beside.
+    /// Every such name in the directory: a placement passes over names other downloads hold,
+    /// free on disk, so a file may be far past the last name taken before it (a tester's recovery
+    /// looked no further than eight free names in a row, and fetched a placed file again).
     static func candidates(in directory: String, name: String, first: Int = 0) -> [StampedFile] {
-        var found: [StampedFile] = []
-        var free = 0
-        for attempt in attempts(first: first) {
-            let path = join(directory, FileNaming.candidate(name, attempt: attempt))
-            if let stamp = FileSync.stamp(path) {
-                found.append(StampedFile(path: path, stamp: stamp))
-                free = 0
-            } else if attempt != first {
-                free += 1
-                if free == 8 { break }
+        guard let listing = opendir(directory) else { return [] }
+        var attempts: [Int] = []
+        while let entry = readdir(listing) {
+            let entryName = withUnsafeBytes(of: entry.pointee.d_name) { bytes in
+                String(decoding: bytes.prefix { $0 != 0 }, as: UTF8.self)
             }
+            if let attempt = FileNaming.attempt(ofName: entryName, for: name) { attempts.append(attempt) }
         }
-        return found
+        closedir(listing)
+        let ordered = attempts.filter { $0 == first } + attempts.filter { $0 != first }.sorted()
+        return ordered.compactMap { attempt in
+            let path = join(directory, FileNaming.candidate(name, attempt: attempt))
+            return FileSync.stamp(path).map { StampedFile(path: path, stamp: $0) }
+        }
     }
 
     private static func join(_ directory: String, _ name: String) -> String {

@@ -50,17 +50,25 @@ enum FileSync {
     }
 
     /// Flushes the directories holding `paths`, each once: the names given or taken in them are
-    /// then durable. A directory that cannot be opened or synced is passed over (the file is in
-    /// place either way; only a power cut could then take its name back).
+    /// then durable. A directory that cannot be opened, or whose file system does not sync
+    /// directories (`EINVAL`, `ENOTSUP`), is passed over (the file is in place either way; only a
+    /// power cut could then take its name back); a sync that failed otherwise (`EIO`: the disk
+    /// failed, or the file system was shut down) is returned, the first one: nothing may say
+    /// the name is durable (a tester's file was reported completed after its directory's sync
+    /// failed, and was back under its part file's name after the power came back).
     ///
     /// Placements that ask at once share a sync (`DirectorySyncs`).
-    static func syncDirectories(of paths: [String]) {
+    @discardableResult
+    static func syncDirectories(of paths: [String]) -> (directory: String, code: Int32)? {
         var seen: Set<String> = []
+        var failed: (directory: String, code: Int32)?
         for path in paths {
             let directory = DiskWatch.directory(of: path)
             guard seen.insert(directory).inserted else { continue }
-            directorySyncs.sync(directory)
+            let code = directorySyncs.sync(directory)
+            if code != 0, code != EINVAL, code != ENOTSUP, code != EOPNOTSUPP, failed == nil { failed = (directory, code) }
         }
+        return failed
     }
 
     private static let directorySyncs = DirectorySyncs()
@@ -203,32 +211,36 @@ final class DirectorySyncs: Sendable {
         var running = false
         /// When the last sync that ended had started (on `clock`).
         var finished: UInt64 = 0
+        /// What it returned.
+        var result: Int32 = 0
         /// Callers waiting for a sync.
         var waiting = 0
     }
 
     private let condition = NSCondition()
-    private let perform: @Sendable (String) -> Void
+    private let perform: @Sendable (String) -> Int32
 
-    /// `perform` syncs a directory (tests give one that counts and holds).
-    init(perform: @escaping @Sendable (String) -> Void = DirectorySyncs.fsyncDirectory) {
+    /// `perform` syncs a directory and returns 0 or the `errno` of its failed sync (tests give one
+    /// that counts and holds).
+    init(perform: @escaping @Sendable (String) -> Int32 = DirectorySyncs.fsyncDirectory) {
         self.perform = perform
     }
 
-    static func fsyncDirectory(_ directory: String) {
+    /// 0, or the `errno` of a failed sync; 0 too for a directory that cannot be opened.
+    static func fsyncDirectory(_ directory: String) -> Int32 {
         let descriptor = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard descriptor >= 0 else { return }
-        _ = fsync(descriptor)
-        close(descriptor)
+        guard descriptor >= 0 else { return 0 }
+        defer { close(descriptor) }
+        return fsync(descriptor) == 0 ? 0 : errno
     }
 
     /// Counts calls and syncs started, in one order.
     private nonisolated(unsafe) var clock: UInt64 = 0
     private nonisolated(unsafe) var directories: [String: Directory] = [:]
 
-    /// Returns once a sync of `directory` that started after the call has ended (failed or not: a
-    /// directory that cannot be opened or synced is passed over, as the caller wants).
-    func sync(_ directory: String) {
+    /// Returns once a sync of `directory` that started after the call has ended: 0, or the
+    /// `errno` of the failed sync (of the last one that ended, which started after the call too).
+    func sync(_ directory: String) -> Int32 {
         condition.lock()
         defer { condition.unlock() }
         clock += 1
@@ -243,14 +255,17 @@ final class DirectorySyncs: Sendable {
             let started = clock
             directories[directory, default: Directory()].running = true
             condition.unlock()
-            perform(directory)
+            let result = perform(directory)
             condition.lock()
             directories[directory, default: Directory()].finished = started
+            directories[directory, default: Directory()].result = result
             directories[directory, default: Directory()].running = false
             condition.broadcast()
         }
+        let result = directories[directory, default: Directory()].result
         directories[directory, default: Directory()].waiting -= 1
         // Forgotten once none waits: a queue writing into many directories keeps no entry each.
         if let entry = directories[directory], entry.waiting == 0, !entry.running { directories[directory] = nil }
+        return result
     }
 }

@@ -204,6 +204,41 @@ import Testing
         #expect(plan.download.completedStamps.isEmpty, "the stamp of a file that is gone")
     }
 
+    /// Files of one size written in one tick of a coarse clock share their stamps: a file another
+    /// row names is never a candidate, and a file two downloads' recoveries found is neither's
+    /// (a tester's recovery gave two rows one file, and a fetch again replaced it).
+    @Test func aFileTwoRecoveriesFindIsNeithersAndANamedOneIsNoCandidate() throws {
+        let stamp = FileStamp(size: 1000, modified: 1_700_000_000_123_456_789)
+        let named = StampedFile(path: "/d/f.bin", stamp: stamp)
+        let free = StampedFile(path: "/d/f.bin.1", stamp: stamp)
+        #expect(QueueRecovery.unheld([named, free], held: ["/d/f.bin", "/e/x"]) == [free])
+        #expect(QueueRecovery.unheld([named, free], held: []) == [named, free])
+
+        var first = try movedIntoItsDirectory()
+        first.id = DownloadID(1)
+        var second = try movedIntoItsDirectory()
+        second.id = DownloadID(2)
+        var third = try movedIntoItsDirectory()
+        third.id = DownloadID(3)
+        third.completedStamps = [FileStamp(size: 1000, modified: 5)]
+        let plans = [first, second, third].map { download in
+            QueueRecovery.plan(
+                download, partLength: nil, checkpointBoot: "b1", currentBoot: "b1",
+                placedCandidates: [free, StampedFile(path: "/d/f.bin.2", stamp: FileStamp(size: 1000, modified: 5))]
+            )
+        }
+        #expect(plans.map(\.placed?.path) == ["/d/f.bin.1", "/d/f.bin.1", "/d/f.bin.2"])
+        #expect(QueueRecovery.contested(plans) == [DownloadID(1), DownloadID(2)])
+        let contested = QueueRecovery.contestedPlan(plans[0].download)
+        #expect(contested.placed == nil)
+        #expect(contested.download.state == .queued, "fetched again")
+        #expect(contested.download.completedStamps.isEmpty)
+        #expect(contested.download.restartCount == 1)
+        #expect(contested.note?.contains("cannot be told from another download's") == true, "\(contested.note ?? "")")
+        // A download whose own requesters share files is not contested by itself.
+        #expect(QueueRecovery.contested([plans[2]]).isEmpty)
+    }
+
     @Test func aPlacedAndNamedFileIsNotLookedFor() throws {
         var placed = try movedIntoItsDirectory()
         placed.completedPaths = ["/d/f.bin"]

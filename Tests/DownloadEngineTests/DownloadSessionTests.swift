@@ -616,6 +616,36 @@ import TestSupport
         }
     }
 
+    /// The same, when the other row's file has the first one's stamp (one size, one tick of a
+    /// coarse clock): a tester's fetch again replaced the other row's file, its stamp matching.
+    @Test func aFileFetchedAgainNeverReplacesAnotherDownloadsFileOfTheSameStamp() async throws {
+        try await Harness.with { h in
+            h.server.serve("/u1/f.bin", size: 5_000)
+            h.server.serve("/u2/f.bin", size: 5_000)
+            let first = try await h.session.schedule(h.server.url("/u1/f.bin"), to: .directory(h.directory))
+            let placed = try await h.waitCompleted(first)
+            #expect(placed.completedPath == h.path("f.bin"))
+            let stamp = try #require(placed.completedStamps.first)
+            unlink(h.path("f.bin"))
+            let second = try await h.session.schedule(h.server.url("/u2/f.bin"), to: .directory(h.directory))
+            #expect(try await h.waitCompleted(second).completedPath == h.path("f.bin"))
+            // The second file gets the first one's modification time, to the nanosecond.
+            let modified = try #require(stamp.modified)
+            var times = [timespec(tv_sec: Int(modified / 1_000_000_000), tv_nsec: Int(modified % 1_000_000_000)),
+                         timespec(tv_sec: Int(modified / 1_000_000_000), tv_nsec: Int(modified % 1_000_000_000))]
+            #expect(utimensat(AT_FDCWD, h.path("f.bin"), &times, 0) == 0)
+            var info = stat()
+            #expect(stat(h.path("f.bin"), &info) == 0)
+            #expect(Int64(info.st_size) == stamp.size && Int64(info.st_mtim.tv_sec) * 1_000_000_000 + Int64(info.st_mtim.tv_nsec) == modified)
+            // The second row's file is where the first row's was, with its stamp.
+            #expect(try await h.session.schedule(h.server.url("/u1/f.bin"), to: .directory(h.directory)) == first)
+            let done = try await h.wait(first) { $0.state == .completed && !$0.completedPaths.isEmpty && h.gets("/u1/f.bin").count == 2 }
+            #expect(done.completedPath == h.path("f.bin.1"))
+            #expect(sha256(ofFile: h.path("f.bin")) == h.server.sha256("/u2/f.bin"), "the other download's file stays")
+            #expect(sha256(ofFile: h.path("f.bin.1")) == h.server.sha256("/u1/f.bin"))
+        }
+    }
+
     /// A placement into a directory never takes a name another download of the queue holds: the
     /// exact file a queued `-o` will write (it replaced the placed file: two rows at one file, a
     /// wrong one), or a paused download's part file name (it resumed from the placed file).
@@ -674,20 +704,23 @@ import TestSupport
     }
 
     /// A placement looks at the names other downloads hold a few at a time: past the first few
-    /// (a person's files), a name another download holds is passed over all the same.
-    @Test func aPlacementPastItsFirstNamesPassesOverNamesOtherDownloadsHold() async throws {
+    /// (a person's files), a name another download holds is passed over all the same, however far
+    /// along (a tester's placement past 64 names took the name a queued `-o` held: two rows at one
+    /// file, the other's bytes gone).
+    @Test(arguments: [SessionStateMachine.claimWindow, 64, 70])
+    func aPlacementPastItsFirstNamesPassesOverNamesOtherDownloadsHold(personsFiles: Int) async throws {
         try await Harness.with { h in
             var held = Faults()
             held.holdAt = [1_000]
             h.server.serve("/a/report.pdf", size: 2_000)
             h.server.serve("/b/report.pdf", size: 50_000, faults: held)
-            let taken = ["report.pdf"] + (1...SessionStateMachine.claimWindow).map { "report.pdf.\($0)" }
+            let taken = ["report.pdf"] + (1...personsFiles).map { "report.pdf.\($0)" }
             for name in taken { try Data("a person's".utf8).write(to: URL(fileURLWithPath: h.path(name))) }
-            let claimedName = "report.pdf.\(SessionStateMachine.claimWindow + 1)"
+            let claimedName = "report.pdf.\(personsFiles + 1)"
             let exact = try await h.session.schedule(h.server.url("/b/report.pdf"), to: .file(h.path(claimedName)))
             let intoDirectory = try await h.session.schedule(h.server.url("/a/report.pdf"), to: .directory(h.directory))
             let quick = try await h.waitCompleted(intoDirectory)
-            #expect(quick.completedPath == h.path("report.pdf.\(SessionStateMachine.claimWindow + 2)"), "not the -o download's file, nor a person's")
+            #expect(quick.completedPath == h.path("report.pdf.\(personsFiles + 2)"), "not the -o download's file, nor a person's")
             h.server.release("/b/report.pdf")
             let slow = try await h.waitCompleted(exact)
             #expect(slow.completedPath == h.path(claimedName))

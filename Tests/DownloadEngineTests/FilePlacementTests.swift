@@ -79,12 +79,13 @@ import Darwin
                 release.wait()
             }
             log.withLock { $0.append("end \(directory)") }
+            return count == 2 ? EIO : 0
         }
         let done = DispatchGroup()
         done.enter()
         let firstThread = Thread {
-            syncs.sync("/d")
-            log.withLock { $0.append("returned first") }
+            let result = syncs.sync("/d")
+            log.withLock { $0.append("returned first \(result)") }
             done.leave()
         }
         firstThread.start()
@@ -92,8 +93,8 @@ import Darwin
         for index in 0..<8 {
             done.enter()
             Thread {
-                syncs.sync("/d")
-                log.withLock { $0.append("returned \(index)") }
+                let result = syncs.sync("/d")
+                log.withLock { $0.append("returned \(index) \(result)") }
                 done.leave()
             }.start()
         }
@@ -105,12 +106,14 @@ import Darwin
         let events = log.withLock { $0 }
         #expect(events.filter { $0.hasPrefix("start") }.count == 2, "\(events)")
         let secondEnd = try #require(events.lastIndex(of: "end /d"))
+        #expect(events.contains("returned first 0"))
         for index in 0..<8 {
-            let returned = try #require(events.firstIndex(of: "returned \(index)"))
+            // The shared sync failed: each of its callers is told.
+            let returned = try #require(events.firstIndex(of: "returned \(index) \(EIO)"), "\(events)")
             #expect(returned > secondEnd, "caller \(index) returned before a sync that started after it asked ended")
         }
         // Another caller later gets a sync of its own.
-        syncs.sync("/d")
+        #expect(syncs.sync("/d") == 0)
         #expect(log.withLock { $0 }.filter { $0.hasPrefix("start") }.count == 3)
     }
 
@@ -144,7 +147,12 @@ import Darwin
         // Eleven free names before it: found all the same, first.
         try write("a person's", to: directory.path("f.bin.3"))
         #expect(FilePlacement.candidates(in: directory.path, name: "f.bin", first: 12).map(\.path) == [placed, directory.path("f.bin.3")])
-        #expect(FilePlacement.candidates(in: directory.path, name: "f.bin").map(\.path) == [directory.path("f.bin.3")])
+        // Every name a placement may take, in its order: past eight free names too (a placement
+        // passes over names other downloads hold, free on disk).
+        #expect(FilePlacement.candidates(in: directory.path, name: "f.bin").map(\.path) == [directory.path("f.bin.3"), placed])
+        // Not a name a placement of f.bin takes, nor a part file.
+        for other in ["f.bin.012", "f.bin.x", "f.bin.10000", "f.bin.5.part", "f.binary"] { try write("other", to: directory.path(other)) }
+        #expect(FilePlacement.candidates(in: directory.path, name: "f.bin").map(\.path) == [directory.path("f.bin.3"), placed])
         // Taken: the names from the first on, never over a file there.
         let again = directory.path("f.bin.12.part")
         try write("another twelfth", to: again)
