@@ -282,6 +282,13 @@ public enum ResumeRules {
                let page = errorPage(response, kept: offset, knownTotal: knownTotal, validators: validators, knownType: knownType) {
                 return .fail(reason: page)
             }
+            // The same strong validator is the same bytes, so the same length: a 200 that says
+            // otherwise contradicts itself (a tester's server, as one with a 32-bit length would,
+            // sent 3 MiB of a 4 GiB file under its ETag, and the short file was completed, exit 0;
+            // curl refuses it too).
+            if let length = response.contentLength, let knownTotal, length != knownTotal, sameBytes(response, validators) {
+                return .fail(reason: "\(response.statusText) of \(Format.bytes(length)) for the same version, whose length is \(Format.bytes(knownTotal)) (the same validator): a server or proxy that cannot tell the length; the bytes are kept")
+            }
             return .write(offset: 0, total: lengthOf200(response, knownTotal: knownTotal, validators: validators), disposition: dispositionOf200(plan: plan, response: response, validators: validators))
         case 204:
             // No content: the resource is empty (saved as an empty file, as curl does). Answering a
@@ -319,17 +326,20 @@ public enum ResumeRules {
     /// was reported completed, exit 0, though haul knew the file's length).
     static func lengthOf200(_ response: ResponseFacts, knownTotal: Int64?, validators: Validators) -> Int64? {
         if let length = response.contentLength { return length }
-        guard let knownTotal else { return nil }
-        if validators.hasStrongETag {
-            guard let etag = response.etag, etag == validators.etag else { return nil }
-            return knownTotal
-        }
-        // A Last-Modified a second or more before its answer's Date is strong too (RFC 9110
-        // 8.8.2.2): the same date, and no other tag, is the same bytes (a tester's short 200
-        // carrying the stored date was completed, exit 0).
-        guard validators.hasStrongDate, let date = validators.lastModified, response.lastModified == date,
-              changedVersion(response, validators) == nil else { return nil }
+        guard let knownTotal, sameBytes(response, validators) else { return nil }
         return knownTotal
+    }
+
+    /// Whether `response` carries the stored strong validator: the same bytes. A strong tag, the
+    /// same; else a Last-Modified a second or more before its answer's Date, which is strong too
+    /// (RFC 9110 8.8.2.2): the same date, and no other tag (a tester's short 200 carrying the
+    /// stored date was completed, exit 0).
+    static func sameBytes(_ response: ResponseFacts, _ validators: Validators) -> Bool {
+        if validators.hasStrongETag {
+            return response.etag != nil && response.etag == validators.etag
+        }
+        guard validators.hasStrongDate, let date = validators.lastModified, response.lastModified == date else { return false }
+        return changedVersion(response, validators) == nil
     }
 
     private static func dispositionOf200(plan: RequestPlan, response: ResponseFacts, validators: Validators) -> Disposition {

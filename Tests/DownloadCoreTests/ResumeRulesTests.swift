@@ -56,6 +56,34 @@ import Testing
         ResumeRules.decide(plan: plan, response: response, knownTotal: total, validators: validators ?? strong)
     }
 
+    /// A 200 under the stored strong tag with another length contradicts itself: the same tag is
+    /// the same bytes (a tester's server sent 3 MiB of a 4 GiB file so, as a 32-bit length would
+    /// be, and the short file was completed, exit 0). Failed, the bytes kept; another tag is
+    /// another version, written whole.
+    @Test func a200OfAnotherLengthUnderTheSameStrongTagIsRefused() {
+        let total: Int64 = 4_298_113_029
+        let plan = RequestPlan.resume(from: 1_800_000, ifRange: "\"abc\"")
+        let short = ResponseFacts(status: 200, contentLength: total % (1 << 32), etag: "\"abc\"")
+        guard case .fail(let reason) = decide(plan, short, total: total) else {
+            Issue.record("\(decide(plan, short, total: total))")
+            return
+        }
+        #expect(reason == "HTTP 200 of 3.0 MiB for the same version, whose length is 4.0 GiB (the same validator): a server or proxy that cannot tell the length; the bytes are kept")
+        if case .fail = decide(.fresh(discarding: nil), short, total: total) {} else {
+            Issue.record("a fresh request with the version stored too: \(decide(.fresh(discarding: nil), short, total: total))")
+        }
+        let same = ResponseFacts(status: 200, contentLength: total, etag: "\"abc\"")
+        #expect(decide(plan, same, total: total) == .write(offset: 0, total: total, disposition: .restarted(reason: "server ignores ranges")))
+        let other = ResponseFacts(status: 200, contentLength: 3_145_733, etag: "\"new\"")
+        #expect(decide(plan, other, total: total) == .write(offset: 0, total: 3_145_733, disposition: .restarted(reason: "resource changed")))
+        // A strong date, the same, and another length: the same contradiction.
+        let dated = Validators(lastModified: "Sun, 01 Nov 2026 10:00:00 GMT")
+        let datedShort = ResponseFacts(status: 200, contentLength: 100, lastModified: "Sun, 01 Nov 2026 10:00:00 GMT")
+        if case .fail = decide(plan, datedShort, total: 1000, validators: dated) {} else {
+            Issue.record("\(decide(plan, datedShort, total: 1000, validators: dated))")
+        }
+    }
+
     // MARK: Found by a tester against servers of their own (eighteenth session)
 
     /// A weak tag alone resumes by overlap; a 206 with another weak tag is another version, even
@@ -377,8 +405,9 @@ import Testing
         var recent = dated
         recent.recentlyChanged = true
         #expect(decide(.overlap(from: 40, overlap: 40), ResponseFacts(status: 200, lastModified: "Thu, 01 Jan 2026 00:00:00 GMT"), total: 100, validators: recent).writtenTotal == .some(nil), "a date of a recent change is weak")
-        // Its own length wins, and none is known without a stored one.
-        #expect(decide(resume, ResponseFacts(status: 200, contentLength: 120, etag: "\"abc\""), total: 100).writtenTotal == 120)
+        // Its own length wins (under another tag: under the same one, another length is refused,
+        // `a200OfAnotherLengthUnderTheSameStrongTagIsRefused`), and none is known without a stored one.
+        #expect(decide(resume, ResponseFacts(status: 200, contentLength: 120, etag: "\"new\""), total: 100).writtenTotal == 120)
         #expect(decide(.fresh(discarding: nil), ResponseFacts(status: 200, etag: "\"abc\""), total: nil).writtenTotal == .some(nil))
     }
 
