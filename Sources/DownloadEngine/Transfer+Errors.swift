@@ -104,6 +104,9 @@ extension Transfer {
         if reasons.contains(BoringSSLReason.certificateRequired) {
             return "TLS: the server asks for a client certificate, which haul does not send"
         }
+        if reasons.contains(BoringSSLReason.noApplicationProtocol) {
+            return "TLS: the server speaks only HTTP/2, which haul does not (it speaks HTTP/1.1)"
+        }
         if reasons.contains(where: BoringSSLReason.unsupportedProtocol.contains) {
             return "TLS: the server speaks only TLS 1.1 or older, which haul does not accept (as curl)"
         }
@@ -197,6 +200,9 @@ enum BoringSSLReason {
     static let certificateVerifyFailed = 125
     /// The peer's TLS 1.3 alert `certificate_required` (SSL_R_TLSV1_ALERT_CERTIFICATE_REQUIRED).
     static let certificateRequired = 1116
+    /// The peer's alert `no_application_protocol` (SSL_R_TLSV1_ALERT_NO_APPLICATION_PROTOCOL): none
+    /// of the protocols haul offers by ALPN (`http/1.1`) is the server's (an HTTP/2-only server).
+    static let noApplicationProtocol = 1120
     /// No version both sides take, haul's least being TLS 1.2: its own refusal of the server's
     /// (SSL_R_UNSUPPORTED_PROTOCOL), or the server's alert (SSL_R_TLSV1_ALERT_PROTOCOL_VERSION).
     static let unsupportedProtocol: Set<Int> = [240, 1070]

@@ -570,6 +570,22 @@ import TestSupport
         #expect(fileLength(directory + "/page.html") == nil)
     }
 
+    /// A server that speaks only HTTP/2 (ALPN `h2` alone) fails at once, saying so: a tester's was
+    /// retried three times as `the TLS handshake with the server failed`, which reads like a
+    /// certificate's fault (`curl --http1.1` names the alert too).
+    @Test func anHTTP2OnlyServerFailsAtOnceSayingSo() async throws {
+        let scratch = try TemporaryDirectory("haul-tls-h2")
+        defer { withExtendedLifetime(scratch) {} }
+        let directory = scratch.path
+        let server = try await OpenSSLServer(in: directory, mode: "-www", options: ["-alpn", "h2"])
+        defer { server.stop() }
+        let run = try await HaulProcess(["get", server.url("/"), "-o", "page.html", "--ca-certificate", "cert.pem"], in: directory, state: directory + "/.s").wait(timeout: 60)
+        #expect(run.status == 1)
+        #expect(run.stdout.contains("failed: TLS: the server speaks only HTTP/2, which haul does not (it speaks HTTP/1.1)"), "\(run.stdout)")
+        #expect(!run.stdout.contains("retry"), "not retried: \(run.stdout)")
+        #expect(fileLength(directory + "/page.html") == nil)
+    }
+
     /// A server that speaks only TLS 1.0 or 1.1 is refused at once, as curl refuses it (a tester's
     /// was fetched without a word).
     @Test(arguments: ["-tls1", "-tls1_1"])
