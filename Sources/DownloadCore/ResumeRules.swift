@@ -282,11 +282,13 @@ public enum ResumeRules {
                let page = errorPage(response, kept: offset, knownTotal: knownTotal, validators: validators, knownType: knownType) {
                 return .fail(reason: page)
             }
-            // The same strong validator is the same bytes, so the same length: a 200 that says
-            // otherwise contradicts itself (a tester's server, as one with a 32-bit length would,
-            // sent 3 MiB of a 4 GiB file under its ETag, and the short file was completed, exit 0;
-            // curl refuses it too).
-            if let length = response.contentLength, let knownTotal, length != knownTotal, sameBytes(response, validators) {
+            // The same strong validator is the same bytes, so the same length: a 200 answering a
+            // resume that says otherwise contradicts itself (a tester's server, as one with a
+            // 32-bit length would, sent 3 MiB of a 4 GiB file under its ETag, and the short file was
+            // completed, exit 0; curl refuses it too). Not a fresh request's: one made because the
+            // resource changed (a 206 of another length) takes the new version's length, as a
+            // server whose tag does not follow the bytes (Apache's `FileETag INode`) sends it.
+            if plan.kept != nil, let length = response.contentLength, let knownTotal, length != knownTotal, sameBytes(response, validators) {
                 return .fail(reason: "\(response.statusText) of \(Format.bytes(length)) for the same version, whose length is \(Format.bytes(knownTotal)) (the same validator): a server or proxy that cannot tell the length; the bytes are kept")
             }
             return .write(offset: 0, total: lengthOf200(response, knownTotal: knownTotal, validators: validators), disposition: dispositionOf200(plan: plan, response: response, validators: validators))

@@ -105,6 +105,42 @@ import TestSupport
         }
     }
 
+    /// A server whose tag does not follow the bytes (Apache's `FileETag INode`: a file rewritten in
+    /// place to another length keeps it) answers the resume with a 206 of the new length: fetched
+    /// again, and the fresh 200 under the same tag, of its own length, is the new version. Ignoring
+    /// ranges, the same server's 200 to the resume contradicts the tag (the same tag, another
+    /// length): refused, the bytes kept (a tester's 3 MiB of a 4 GiB file was completed so).
+    @Test(arguments: [(false, false), (false, true), (true, false)])
+    func aTagThatOutlivesItsBytesTakesTheNewLengthOrIsRefused(ignoringRanges: Bool, grows: Bool) async throws {
+        try await Harness.with { h in
+            let size = 2 * 1024 * 1024
+            h.server.serve("/inode.bin", size: size, faults: stalled(at: size / 2) { $0.ignoreRange = ignoringRanges })
+            let target = h.path("inode.bin")
+            let id = try await h.session.schedule(h.server.url("/inode.bin"), to: .file(target))
+            try await h.wait(id) { $0.bytesOnDisk == Int64(size / 2) }
+            try await h.session.pause(id)
+            let paused = try #require(await h.session.snapshot()[id])
+            // A quarter of the old length (shorter than the bytes kept: a 416), or twice it (a 206 of
+            // another length).
+            let newSize = grows ? size * 2 : size / 4
+            h.server.change("/inode.bin", size: newSize, keepingValidators: true)
+            try await h.session.resume(id)
+            let done = try await h.wait(id) { $0.state.isFinished }
+            if ignoringRanges {
+                #expect(done.state == .failed(reason: "HTTP 200 OK of 512 KiB for the same version, whose length is 2.0 MiB (the same validator): a server or proxy that cannot tell the length; the bytes are kept"), "\(done.state)")
+                #expect(fileLength(target + ".part") == Int64(size / 2), "the bytes are kept")
+                #expect(fileLength(target) == nil)
+            } else {
+                #expect(done.state == .completed, "\(done.state)")
+                #expect(done.etag == paused.etag, "the tag did not change")
+                #expect(sha256(ofFile: target) == h.server.sha256("/inode.bin"), "the new version, whole")
+                #expect(fileLength(target) == Int64(newSize))
+                let why = grows ? "resource changed (length \(newSize), was \(size))" : "range not satisfiable (resource shorter than the part file)"
+                #expect(done.restartReason == why, "\(done.restartReason ?? "")")
+            }
+        }
+    }
+
     @Test func aServerThatIgnoresRangesRestartsFromZero() async throws {
         try await Harness.with { h in
             let size = 2 * 1024 * 1024
