@@ -69,6 +69,9 @@ public enum QueueRecovery {
             // is the one with the part file's stamp (a rename keeps its size and modification time
             // to the nanosecond), never one that merely has its name and length.
             if let partStamp = placementStamp(download) {
+                if isAmbiguous(download, stamp: partStamp, primary: placedCandidates, extras: extraCandidates) {
+                    return unplaced(download, reason: "the file it placed before the previous process ended cannot be told from another file (the same size and modification time)")
+                }
                 if let (placed, extras) = placedFiles(download, stamp: partStamp, primary: placedCandidates, extras: extraCandidates) {
                     let also = extras.isEmpty ? "" : " (and for its other requesters at \(extras.map(\.path).joined(separator: ", ")))"
                     return Plan(
@@ -157,6 +160,18 @@ public enum QueueRecovery {
     public static func placementStamp(_ download: Download) -> FileStamp? {
         guard download.state == .completed, download.completedPaths.isEmpty, download.completedStamps.count == 1 else { return nil }
         return download.completedStamps[0]
+    }
+
+    /// Whether more files have the part file's `stamp` where `download`'s requesters' files may be
+    /// than it has requesters there: files of one size written in one tick of the coarse clock
+    /// share a stamp, and a person's file may be one (a tester's recovery took a person's file of
+    /// the same size and moment for the download's, and reported it completed). Requesters whose
+    /// files may be at the same names (one directory) are counted together.
+    private static func isAmbiguous(_ download: Download, stamp: FileStamp, primary: [StampedFile], extras: [[StampedFile]]) -> Bool {
+        let lists = [primary] + Array(extras.prefix(download.extraDestinations.count))
+        var requesters: [Set<StampedFile>: Int] = [:]
+        for list in lists { requesters[Set(list), default: 0] += 1 }
+        return requesters.contains { files, count in files.filter { $0.stamp == stamp }.count > count }
     }
 
     /// The file of every requester of `download`, each a different file with the part file's

@@ -1654,6 +1654,13 @@ public struct SessionStateMachine: Sendable {
         }
     }
 
+    /// The files completed downloads other than `id` were placed as (for a placement after a crash,
+    /// which may find its own earlier files: never one of theirs).
+    public func filesOfOtherDownloads(besides id: DownloadID) -> Set<String> {
+        let own = downloads[id].map { $0.state == .completed ? Set($0.completedPaths) : [] } ?? []
+        return downloads.placedFiles.subtracting(own)
+    }
+
     /// Whether a completed download other than `id` was placed as `path`: a file of this one's that a
     /// person removed, the name then taken by another's (a tester: fetched again, it replaced the
     /// other's file, and two rows named one file).
@@ -1755,6 +1762,9 @@ struct TrackedDownloads: Sendable {
 
     /// Completed downloads placed as `path`.
     func placedClaims(_ path: String) -> Int { placed[path] ?? 0 }
+
+    /// The files completed downloads were placed as.
+    var placedFiles: Set<String> { Set(placed.compactMap { $0.value > 0 ? $0.key : nil }) }
 
     static func files(of download: Download) -> [String] {
         ([download.destination] + download.extraDestinations).compactMap { destination in

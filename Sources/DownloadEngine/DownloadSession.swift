@@ -140,6 +140,9 @@ public actor DownloadSession {
     /// Completed downloads whose rows no commit has saved yet (the queue's disk is full): placed
     /// after the next commit that succeeds, never before.
     private var placementsAwaitingCommit: Set<DownloadID> = []
+    /// Completed downloads restored unplaced: their placement may find files the previous process
+    /// made for their other requesters (`FilePlacement.earlierPlacement`).
+    private var recoveredUnplaced: Set<DownloadID> = []
     /// Asks for a commit every few seconds while placements wait for one: nothing else may come
     /// to ask (a runner with nothing else running), and room may come back any time.
     private var placementRetry: Task<Void, Never>?
@@ -660,6 +663,8 @@ public actor DownloadSession {
                 let files = [placed] + plan.placedExtras
                 actions += machine.finalized(plan.download.id, paths: files.map(\.path), stamps: files.map(\.stamp))
             } else {
+                // The previous process may have made files for other requesters before it died.
+                recoveredUnplaced.insert(plan.download.id)
                 actions += await finalize(plan.download.id)
             }
         }
@@ -1172,6 +1177,11 @@ public actor DownloadSession {
         // (two files can have one: a size and a modification time from the same tick of a coarse
         // clock; a tester's fetch again replaced another row's file so).
         let othersFiles = replacing.map { machine.isAnotherDownloadsFile($0, besides: id) }
+        // Files an earlier placement made for other requesters can only be there after a crash
+        // (a failed placement removes its own): looked for only then, never among the files other
+        // rows name. Looked for always, a second requester was told `completed` of another URL's
+        // file of the same size finished in the same tick (a tester, without any crash).
+        let earlier: Set<String>? = recoveredUnplaced.contains(id) ? machine.filesOfOtherDownloads(besides: id) : nil
         let destinations = [download.destination] + download.extraDestinations
         let source = download.partPath
         let owner = PartFileOwner.mark(queue: configuration.queueID, download: id)
@@ -1206,7 +1216,7 @@ public actor DownloadSession {
         while true {
             placed = await place(
                 source, to: destinations, name: name, first: first, claimed: claimedNames(destinations, name: name, first: first, ownPart: source, count: looked), looked: looked,
-                written: written, replacing: replacing, replacingStamps: replacingStamps, othersFiles: othersFiles, owner: owner, sync: sync
+                written: written, replacing: replacing, replacingStamps: replacingStamps, othersFiles: othersFiles, earlier: earlier, owner: owner, sync: sync
             )
             guard case .failure(let error) = placed, error.needsMoreClaims, looked < FileNaming.placementAttempts else { break }
             looked = SessionStateMachine.widerClaimWindow(after: looked)
@@ -1214,6 +1224,7 @@ public actor DownloadSession {
         switch placed {
         case .success(let placed):
             digestChecked[id] = nil
+            recoveredUnplaced.remove(id)
             return machine.finalized(id, paths: placed.paths, stamps: placed.stamps)
         case .failure(let error):
             if let noRoom = error.noRoom {
@@ -1223,6 +1234,7 @@ public actor DownloadSession {
                 return machine.placementLacksRoom(id, at: noRoom.path, shortage: .writeFailed(noRoom.words), reading: reading)
             }
             if error.unwritable { return machine.placementPaused(id, reason: error.description + " (paused until it is writable)") }
+            recoveredUnplaced.remove(id)
             return machine.finalizeFailed(id, reason: error.description, discardingVersion: error.partFileChanged)
         }
     }
@@ -1242,7 +1254,7 @@ public actor DownloadSession {
     /// or copied), off the actor; see `finalize`.
     private nonisolated func place(
         _ source: String, to destinations: [Destination], name: String, first: Int, claimed: [String: Set<String>], looked: Int,
-        written: FileStamp?, replacing: [String], replacingStamps: [FileStamp], othersFiles: [Bool], owner: String?, sync: Bool
+        written: FileStamp?, replacing: [String], replacingStamps: [FileStamp], othersFiles: [Bool], earlier: Set<String>?, owner: String?, sync: Bool
     ) async -> Result<(paths: [String], stamps: [FileStamp]), FilePlacement.Failure> {
         let claims = { @Sendable (destination: Destination) -> Set<String> in
             if case .directory(let directory) = destination { claimed[directory] ?? [] } else { [] }
@@ -1269,15 +1281,16 @@ public actor DownloadSession {
                 let extraTargets = targets.dropFirst()
                 var extras: [String] = []
                 // Only for other requesters: a file with one requester costs no look.
-                let sourceStamp = extraTargets.isEmpty ? nil : FileSync.stamp(source)
+                let sourceStamp = extraTargets.isEmpty || earlier == nil ? nil : FileSync.stamp(source)
                 do throws(FilePlacement.Failure) {
                     for extra in extraTargets {
                         // A file an earlier placement of this one made for the requester (a process
                         // that died before its move) is taken, never placed again beside itself.
                         // Never the part file itself, which has its stamp (a tester's requester named
                         // by it was told `completed` of it, and the move took it away).
-                        if let sourceStamp, let earlier = FilePlacement.earlierPlacement(of: sourceStamp, at: extra, name: name, besides: extras + [source]) {
-                            extras.append(earlier)
+                        if let sourceStamp, let others = earlier,
+                           let found = FilePlacement.earlierPlacement(of: sourceStamp, at: extra, name: name, besides: others.union(extras + [source])) {
+                            extras.append(found)
                             continue
                         }
                         extras.append(try FilePlacement.place(source, at: extra, name: name, claimed: claims(extra), looked: looked, move: false))

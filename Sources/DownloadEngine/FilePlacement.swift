@@ -136,7 +136,7 @@ enum FilePlacement {
 
     /// The file at `destination` with the source's `stamp` (a link to it, or a copy haul made,
     /// which keeps its size and modification time), other than those in `besides`; nil when none.
-    static func earlierPlacement(of stamp: FileStamp, at destination: Destination, name: String, besides: [String]) -> String? {
+    static func earlierPlacement(of stamp: FileStamp, at destination: Destination, name: String, besides: Set<String>) -> String? {
         candidates(at: destination, name: name).first { $0.stamp == stamp && !besides.contains($0.path) }?.path
     }
 

@@ -239,6 +239,29 @@ import Testing
         #expect(QueueRecovery.contested([plans[2]]).isEmpty)
     }
 
+    /// More files with the part file's stamp than requesters where they may be: one of them is
+    /// someone else's (a person's file of the same size from the same tick of the clock: a tester's
+    /// recovery took it for the download's, completed). Neither is taken: fetched again.
+    @Test func moreFilesWithTheStampThanRequestersAreNoneOfThem() throws {
+        let download = try movedIntoItsDirectory()
+        let stamp = download.completedStamps[0]
+        let plan = QueueRecovery.plan(
+            download, partLength: nil, checkpointBoot: "b1", currentBoot: "b1",
+            placedCandidates: [StampedFile(path: "/d/f.bin", stamp: stamp), StampedFile(path: "/d/f.bin.7", stamp: stamp)]
+        )
+        #expect(plan.placed == nil)
+        #expect(plan.download.state == .queued, "fetched again")
+        #expect(plan.note?.contains("cannot be told from another file") == true, "\(plan.note ?? "")")
+        // Two requesters in one directory: two files with the stamp are theirs, three are not.
+        var two = try movedIntoItsDirectory()
+        two.extraDestinations = [.directory("/d")]
+        let files = [StampedFile(path: "/d/f.bin", stamp: stamp), StampedFile(path: "/d/f.bin.1", stamp: stamp)]
+        let both = QueueRecovery.plan(two, partLength: nil, checkpointBoot: "b1", currentBoot: "b1", placedCandidates: files, extraCandidates: [files.reversed()])
+        #expect(both.placed != nil && both.placedExtras.count == 1, "\(both.note ?? "")")
+        let three = files + [StampedFile(path: "/d/f.bin.2", stamp: stamp)]
+        #expect(QueueRecovery.plan(two, partLength: nil, checkpointBoot: "b1", currentBoot: "b1", placedCandidates: three, extraCandidates: [three]).placed == nil)
+    }
+
     @Test func aPlacedAndNamedFileIsNotLookedFor() throws {
         var placed = try movedIntoItsDirectory()
         placed.completedPaths = ["/d/f.bin"]

@@ -682,6 +682,31 @@ import TestSupport
         }
     }
 
+    /// A second requester's file is a link or a copy of its own download's file, never another
+    /// download's file of the same size finished in the same tick of the clock (a tester: without
+    /// any crash, `completed B/f.bin.8` was said of one file for three URLs).
+    @Test func aSecondRequesterNeverGetsAnotherDownloadsFileOfTheSameStamp() async throws {
+        try await Harness.with({ $0.maxActive = 16 }) { h in
+            let count = 40
+            for index in 0..<count { h.server.serve("/k\(index)/f.bin", size: 20_000) }
+            let a = h.path("A")
+            let b = h.path("B")
+            for directory in [a, b] { try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true) }
+            let urls = (0..<count).map { h.server.url("/k\($0)/f.bin") }
+            let ids = try await h.session.schedule(urls.map { DownloadSession.Request(url: $0, destination: .directory(a)) })
+            _ = try await h.session.schedule(urls.map { DownloadSession.Request(url: $0, destination: .directory(b)) })
+            var inB: [String: Int] = [:]
+            for (index, id) in ids.enumerated() {
+                let done = try await h.waitCompleted(id, timeout: 60)
+                let expected = h.server.sha256("/k\(index)/f.bin")
+                for path in done.completedPaths { #expect(sha256(ofFile: path) == expected, "row \(id) named \(path)") }
+                if let path = done.completedPaths.first(where: { $0.hasPrefix(b + "/") }) { inB[path, default: 0] += 1 }
+            }
+            #expect(inB.values.allSatisfy { $0 == 1 }, "two rows at one file: \(inB.filter { $0.value > 1 })")
+            #expect(inB.count == count, "every URL has its file in B")
+        }
+    }
+
     /// A placement into a directory never takes a name another download of the queue holds: the
     /// exact file a queued `-o` will write (it replaced the placed file: two rows at one file, a
     /// wrong one), or a paused download's part file name (it resumed from the placed file).
