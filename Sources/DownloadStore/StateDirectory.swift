@@ -38,6 +38,21 @@ public struct StateDirectory: Sendable {
         return errno == ENOTDIR ? "the state directory cannot be made: part of \(path) is a file, not a directory" : nil
     }
 
+    /// Why the queue at `path` cannot be read, when the directory or its database is there but a
+    /// look at it fails otherwise than by not being there (`EIO`: a failing disk, a file system
+    /// shut down); nil when both can be looked at or are simply missing. A tester's `haul list`
+    /// said `no downloads`, exit 0, of a queue on a file system that had failed.
+    public static func unreadable(at path: String) -> Failure? {
+        for candidate in [path, path + "/queue.sqlite"] {
+            var info = stat()
+            guard stat(candidate, &info) != 0 else { continue }
+            let code = errno
+            if code == ENOENT || code == ENOTDIR { return nil }
+            return Failure(description: "cannot read the queue at \(path): \(String(cString: strerror(code)))")
+        }
+        return nil
+    }
+
     /// Opens the directory, creating it (and its parents) with mode 0700 when missing.
     ///
     /// An existing directory is tightened to 0700 when others could read it: it holds URLs that may

@@ -36,6 +36,8 @@ struct List: AsyncParsableCommand {
             }
             return
         }
+        // A queue on a failing disk is not an empty one (a tester's said `no downloads`, exit 0).
+        if let failure = StateDirectory.unreadable(at: path) { throw DiskFault(message: failure.description) }
         let queue: StoredQueue
         do {
             queue = try Self.read(path)

@@ -71,6 +71,8 @@ struct Stop: AsyncParsableCommand {
 
     func run() async throws {
         let path = try state.resolvedPath(state.settings())
+        // A queue on a failing disk is not one nobody runs (a tester's runner was alive).
+        if let failure = StateDirectory.unreadable(at: path) { throw DiskFault(message: failure.description) }
         guard let pid = (try? StateDirectory(existingAt: path))?.liveHolder() else {
             writeError("haul: no haul runs the queue at \(path)\n")
             throw ExitCode(1)

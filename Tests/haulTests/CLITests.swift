@@ -503,6 +503,23 @@ import TestSupport
         #expect(CLI.files(scratch.path) == ["afile"], "nothing made: \(CLI.files(scratch.path))")
     }
 
+    /// A queue that cannot be looked at (its disk failing: here its database is a link to itself,
+    /// which fails the look the same way, otherwise than by not being there) is not an empty one,
+    /// nor one nobody runs: a tester's `list` said `no downloads`, exit 0, and `stop` said no haul
+    /// ran it, of a queue on a file system that had been shut down.
+    @Test(arguments: [["list"], ["list", "--json"], ["stop"]])
+    func aQueueThatCannotBeLookedAtIsNeverSaidEmpty(_ command: [String]) async throws {
+        let scratch = try TemporaryDirectory("haul-stateio")
+        defer { withExtendedLifetime(scratch) {} }
+        let state = scratch.path("state")
+        try FileManager.default.createDirectory(atPath: state, withIntermediateDirectories: true)
+        #expect(symlink(state + "/queue.sqlite", state + "/queue.sqlite") == 0)
+        let run = try await HaulProcess(command, in: scratch.path, state: state).wait()
+        #expect(run.status == 1, "\(command): \(run.stdout) \(run.stderr)")
+        #expect(run.stderr == "haul: error: cannot read the queue at \(state): Too many levels of symbolic links\n", "\(command): \(run.stderr)")
+        #expect(run.stdout.isEmpty, "\(command): \(run.stdout)")
+    }
+
     @Test func completionScriptsAreGenerated() async throws {
         let scratch = try TemporaryDirectory("haul-comp")
         defer { withExtendedLifetime(scratch) {} }
