@@ -282,14 +282,14 @@ public enum ResumeRules {
                let page = errorPage(response, kept: offset, knownTotal: knownTotal, validators: validators, knownType: knownType) {
                 return .fail(reason: page)
             }
-            // The same strong validator is the same bytes, so the same length: a 200 answering a
-            // resume that says otherwise contradicts itself (a tester's server, as one with a
-            // 32-bit length would, sent 3 MiB of a 4 GiB file under its ETag, and the short file was
-            // completed, exit 0; curl refuses it too). Not a fresh request's: one made because the
-            // resource changed (a 206 of another length) takes the new version's length, as a
-            // server whose tag does not follow the bytes (Apache's `FileETag INode`) sends it.
+            // A 200 answering a resume under the stored validator with another length is another
+            // version, said so: the validator did not follow the bytes (`python3 -m http.server`
+            // with a file replaced keeping its date, Apache's `FileETag INode`, nginx's `etag off`,
+            // ranges off). Refused, such a download failed at every try, for good (a tester); the
+            // body is taken at its own length, as any fresh one. (A proxy that cannot carry a
+            // length past 4 GiB sends such a 200 too: the row says the length changed.)
             if plan.kept != nil, let length = response.contentLength, let knownTotal, length != knownTotal, sameBytes(response, validators) {
-                return .fail(reason: "\(response.statusText) of \(Format.bytes(length)) for the same version, whose length is \(Format.bytes(knownTotal)) (the same validator): a server or proxy that cannot tell the length; the bytes are kept")
+                return .write(offset: 0, total: length, disposition: .restarted(reason: "resource changed (length \(length), was \(knownTotal), under the same validator)"))
             }
             return .write(offset: 0, total: lengthOf200(response, knownTotal: knownTotal, validators: validators), disposition: dispositionOf200(plan: plan, response: response, validators: validators))
         case 204:
