@@ -74,6 +74,22 @@ import TestSupport
             #expect(corrupted.stdout.contains("no longer matches its sha-256: fetching it again"), "\(corrupted.stdout)")
             #expect(server.requests("/s.bin").count == 2)
             #expect(sha256(ofFile: path) == server.sha256("/s.bin"))
+
+            // Edited in place, its modification time put back: the stamp cannot tell, the checksum
+            // asked again does (a tester's was said completed, exit 0).
+            var info = stat()
+            #expect(stat(path, &info) == 0)
+            let edited = try #require(FileHandle(forWritingAtPath: path))
+            try edited.seek(toOffset: 10)
+            try edited.write(contentsOf: Data([9, 9, 9]))
+            try edited.close()
+            var kept = [info.st_atim, info.st_mtim]
+            #expect(utimensat(AT_FDCWD, path, &kept, 0) == 0)
+            let hidden = try await CLI.haul(["get", url, "--checksum", checksum, "-o", "s.bin"], in: directory)
+            #expect(hidden.status == 0, "\(hidden.stderr)")
+            #expect(hidden.stdout.contains("no longer matches its sha-256 (its size and modification time unchanged): fetching it again"), "\(hidden.stdout)")
+            #expect(server.requests("/s.bin").count == 3)
+            #expect(sha256(ofFile: path) == server.sha256("/s.bin"))
         }
     }
 
