@@ -136,8 +136,14 @@ enum FilePlacement {
 
     /// The file at `destination` with the source's `stamp` (a link to it, or a copy haul made,
     /// which keeps its size and modification time), other than those in `besides`; nil when none.
+    ///
+    /// Only when it is the one file there with that stamp: files of one size written in one tick
+    /// of the coarse clock share a stamp, and another download's copies, made by a process that
+    /// died with this one's, may be there too (a tester's requester took another URL's copy so).
+    /// With two, a new one is made.
     static func earlierPlacement(of stamp: FileStamp, at destination: Destination, name: String, besides: Set<String>) -> String? {
-        candidates(at: destination, name: name).first { $0.stamp == stamp && !besides.contains($0.path) }?.path
+        let found = candidates(at: destination, name: name).filter { $0.stamp == stamp && !besides.contains($0.path) }
+        return found.count == 1 ? found[0].path : nil
     }
 
     /// Where a placement at `destination` may have put a file, with the stamps found there: its

@@ -265,5 +265,11 @@ import Darwin
         #expect(FilePlacement.earlierPlacement(of: stamp, at: .directory(other), name: "f.bin", besides: [other + "/f.bin.1"]) == nil)
         #expect(FilePlacement.earlierPlacement(of: stamp, at: .file(other + "/f.bin.1"), name: "f.bin", besides: []) == other + "/f.bin.1")
         #expect(FilePlacement.earlierPlacement(of: stamp, at: .file(other + "/f.bin"), name: "f.bin", besides: []) == nil)
+        // Two files with the stamp (another download's copy from the same tick, made by the
+        // process that died with this one's): neither is taken (a tester's requester got another
+        // URL's copy).
+        #expect(link(part, other + "/f.bin.2") == 0)
+        #expect(FilePlacement.earlierPlacement(of: stamp, at: .directory(other), name: "f.bin", besides: []) == nil)
+        #expect(FilePlacement.earlierPlacement(of: stamp, at: .directory(other), name: "f.bin", besides: [other + "/f.bin.2"]) == other + "/f.bin.1")
     }
 }
