@@ -16,10 +16,11 @@ enum LiveQueue {
     /// the haul that holds it serves no socket (`haul get` runs only its own downloads: the
     /// callers then refuse as before, naming its pid).
     ///
-    /// A runner that just took the lock may not listen yet: it is given two seconds.
+    /// A runner that just took the lock may not listen yet: it is given four seconds (two were
+    /// too few for a UI on a loaded machine: a full test suite's second UI said `queue in use`).
     static func attach(_ path: String) async -> (pid: Int32, client: ControlClient)? {
         guard let pid = (try? StateDirectory(existingAt: path))?.liveHolder() else { return nil }
-        let deadline = ContinuousClock.now + .seconds(2)
+        let deadline = ContinuousClock.now + .seconds(4)
         // A holder that took the queue a moment ago (a UI started at the same instant as this one)
         // serves its socket a moment later: waited for, rather than refused as a queue in use (a
         // tester's second UI exited 2, its URL never added).
@@ -36,11 +37,11 @@ enum LiveQueue {
         return nil
     }
 
-    /// Whether the queue's lock was taken in the last three seconds (its file is written then).
+    /// Whether the queue's lock was taken in the last five seconds (its file is written then).
     private static func lockTakenRecently(_ path: String) -> Bool {
         var info = stat()
         guard let lock = (try? StateDirectory(existingAt: path))?.lockPath, stat(lock, &info) == 0 else { return false }
-        return Date().timeIntervalSince1970 - Double(info.st_mtim.tv_sec) < 3
+        return Date().timeIntervalSince1970 - Double(info.st_mtim.tv_sec) < 5
     }
 
     /// The runner that took the queue at `path` over from `pid` (a UI's `D` starts one that waits for
