@@ -81,10 +81,10 @@ public enum FileNaming {
         return stem + suffix
     }
 
-    /// `name`, then `name.1`, `name.2` … : the candidates tried so that nothing is overwritten.
     /// How many names a placement tries (`name`, `name.1` … `name.9999`) before it gives up.
     public static let placementAttempts = 10_000
 
+    /// `name`, then `name.1`, `name.2` … : the candidates tried so that nothing is overwritten.
     public static func candidate(_ name: String, attempt: Int) -> String {
         attempt == 0 ? name : "\(name).\(attempt)"
     }

@@ -273,15 +273,15 @@ enum FilePlacement {
     /// looked no further than eight free names in a row, and fetched a placed file again).
     static func candidates(in directory: String, name: String, first: Int = 0) -> [StampedFile] {
         guard let listing = opendir(directory) else { return [] }
-        var attempts: [Int] = []
+        var taken: [Int] = []
         while let entry = readdir(listing) {
             let entryName = withUnsafeBytes(of: entry.pointee.d_name) { bytes in
                 String(decoding: bytes.prefix { $0 != 0 }, as: UTF8.self)
             }
-            if let attempt = FileNaming.attempt(ofName: entryName, for: name) { attempts.append(attempt) }
+            if let attempt = FileNaming.attempt(ofName: entryName, for: name) { taken.append(attempt) }
         }
         closedir(listing)
-        let ordered = attempts.filter { $0 == first } + attempts.filter { $0 != first }.sorted()
+        let ordered = taken.filter { $0 == first } + taken.filter { $0 != first }.sorted()
         return ordered.compactMap { attempt in
             let path = join(directory, FileNaming.candidate(name, attempt: attempt))
             return FileSync.stamp(path).map { StampedFile(path: path, stamp: $0) }

@@ -246,26 +246,26 @@ final class DirectorySyncs: Sendable {
         clock += 1
         let asked = clock
         directories[directory, default: Directory()].waiting += 1
-        while directories[directory, default: Directory()].finished < asked {
-            guard !directories[directory, default: Directory()].running else {
+        while let state = directories[directory], state.finished < asked {
+            guard !state.running else {
                 condition.wait()
                 continue
             }
             clock += 1
             let started = clock
-            directories[directory, default: Directory()].running = true
+            directories[directory]?.running = true
             condition.unlock()
             let result = perform(directory)
             condition.lock()
-            directories[directory, default: Directory()].finished = started
-            directories[directory, default: Directory()].result = result
-            directories[directory, default: Directory()].running = false
+            directories[directory]?.finished = started
+            directories[directory]?.result = result
+            directories[directory]?.running = false
             condition.broadcast()
         }
-        let result = directories[directory, default: Directory()].result
-        directories[directory, default: Directory()].waiting -= 1
+        guard var entry = directories[directory] else { return 0 }
+        entry.waiting -= 1
         // Forgotten once none waits: a queue writing into many directories keeps no entry each.
-        if let entry = directories[directory], entry.waiting == 0, !entry.running { directories[directory] = nil }
-        return result
+        directories[directory] = entry.waiting == 0 && !entry.running ? nil : entry
+        return entry.result
     }
 }

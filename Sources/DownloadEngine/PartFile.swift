@@ -195,7 +195,6 @@ final class PartFile {
         length = end
     }
 
-    /// `count` bytes of the file at `path` from `offset`; nil when they cannot all be read.
     /// Whether the file at `path` could be removed now: its directory is writable, on a file system
     /// not mounted read-only.
     static func removable(_ path: String) -> Bool {
@@ -205,6 +204,7 @@ final class PartFile {
         return access(directory, W_OK) == 0
     }
 
+    /// `count` bytes of the file at `path` from `offset`; nil when they cannot all be read.
     static func bytes(of path: String, at offset: Int64, count: Int) -> [UInt8]? {
         let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
         guard fd >= 0 else { return nil }
